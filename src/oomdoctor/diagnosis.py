@@ -1,0 +1,96 @@
+"""What the rules engine answers: where memory ran out, what filled it, and one proposed change.
+
+These are the objects behind ``oomdoctor diagnose --json`` (``Diagnosis.to_json()`` is the contract in
+ARCHITECTURE.md) and what the TUI shows. Texts are ``{"en": ..., "zh": ...}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from oomdoctor.facts.types import to_jsonable
+
+LocalTextDict = dict[str, str]
+
+
+@dataclass
+class Answer:
+    value: str
+    label: LocalTextDict
+
+
+@dataclass
+class Question:
+    """Something the files cannot tell. ``key`` is what ``--answer key=value`` fills."""
+
+    key: str
+    text: LocalTextDict
+    answers: list[Answer]
+    asked_by: str  # the rule id that needs it
+
+    @property
+    def allowed(self) -> list[str]:
+        return [a.value for a in self.answers]
+
+
+@dataclass
+class Finding:
+    """One thing the readers or rules noticed, worth telling the user (e.g. "gradient checkpointing is
+    already on by default", "the eval batch defaults to 8")."""
+
+    id: str
+    text: LocalTextDict
+    severity: str = "info"  # info / warning / error
+
+
+@dataclass
+class EstimatedEffect:
+    """The estimator's peak before and after a change (allocated MiB), and whether the result fits."""
+
+    before_mib: float | None = None
+    after_mib: float | None = None
+    fits_after: bool | None = None  # None when the card's size is unknown
+    note: LocalTextDict | None = None
+
+
+@dataclass
+class Proposal:
+    rule: str
+    title: LocalTextDict
+    changes: dict[str, list[Any]]  # {field: [old, new]}; new None means "remove the key"
+    why: LocalTextDict
+    cost: LocalTextDict
+    judge: LocalTextDict
+    cause: str
+    already_on: list[LocalTextDict] = field(default_factory=list)  # what is in effect and must not count again
+    effect: EstimatedEffect | None = None
+    env: dict[str, str] = field(default_factory=dict)  # environment for the run, e.g. PYTORCH_CUDA_ALLOC_CONF
+    files: dict[str, Any] = field(default_factory=dict)  # extra files to write beside the config (DeepSpeed JSON)
+    requires: list[LocalTextDict] = field(default_factory=list)  # e.g. "bitsandbytes must be installed"
+    manual: bool = False  # advice the tool cannot write into the config (another process, host RAM)
+    next: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Diagnosis:
+    oom: bool
+    phase: str
+    cause: str
+    step: int | None = None
+    requested_mib: float | None = None
+    capacity_mib: float | None = None
+    free_mib: float | None = None
+    reserved_unallocated_mib: float | None = None
+    findings: list[Finding] = field(default_factory=list)
+    proposal: Proposal | None = None
+    alternatives: list[Proposal] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list)
+    answers: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)  # the facts used, for --json and the TUI facts view
+
+    def to_json(self) -> dict[str, Any]:
+        out = to_jsonable(self)
+        for q, src in zip(out["questions"], self.questions, strict=True):
+            q["allowed"] = src.allowed
+        return out

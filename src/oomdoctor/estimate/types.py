@@ -1,0 +1,29 @@
+"""The estimator's answer (the contract behind ``oomdoctor estimate --json``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Estimate:
+    """Per-term and per-phase peak *allocated* memory on one GPU, plus the band nvidia-smi should show.
+
+    ``terms`` keys: weights, trainable_state, activations, logits_loss, eval, overhead (MiB).
+    ``phases`` keys: load, train, eval (MiB, allocated peak in that phase).
+    """
+
+    peak_allocated_mib: float
+    expected_nvidia_smi_mib: tuple[float, float]  # [low, high]
+    phases: dict[str, float]
+    terms: dict[str, float]
+    dominant_term: str  # the largest term of the train-step peak (e.g. "logits_loss")
+    padded_len: int  # the sequence length used for activations and logits
+    padded_len_source: str  # "longest_sample" (real longest, rounded up to 8) or "cutoff_len"
+    micro_batch: int
+    eval_batch: int
+    gpu_total_mib: float | None = None
+    fits: bool | None = None  # expected_nvidia_smi high <= gpu_total; None when the card is unknown
+    headroom_mib: float | None = None  # gpu_total - expected high
+    model_source: str = "unknown"
+    assumptions: list[str] = field(default_factory=list)  # plain-English notes on what was assumed

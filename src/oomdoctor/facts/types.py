@@ -1,0 +1,246 @@
+"""Typed facts: what the readers found in files and devices. Plain data, no behaviour, no I/O.
+
+Every reader returns one of these. The rules engine reads them through dotted paths such as
+``config.per_device_train_batch_size`` or ``log.phase`` (see ``Facts.get``). ``None`` always means
+"not known", never "zero" or "off": a rule that needs an unknown fact may ask a question instead.
+All memory sizes are MiB (``_mib``), all times seconds (``_s``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Phase = Literal["load", "first_batch", "long_sample", "eval", "save", "optimizer_step", "unknown", "none"]
+PHASES: tuple[str, ...] = ("load", "first_batch", "long_sample", "eval", "save", "optimizer_step", "unknown", "none")
+
+Cause = Literal[
+    "weights",
+    "activations",
+    "logits",
+    "eval_batch",
+    "optimizer_state",
+    "save_copy",
+    "fragmentation",
+    "other_process",
+    "host_ram",
+    "request_exceeds_card",
+    "unknown",
+]
+CAUSES: tuple[str, ...] = (
+    "weights",
+    "activations",
+    "logits",
+    "eval_batch",
+    "optimizer_state",
+    "save_copy",
+    "fragmentation",
+    "other_process",
+    "host_ram",
+    "request_exceeds_card",
+    "unknown",
+)
+
+# What kind of out-of-memory message the log held.
+OomKind = Literal[
+    "cuda_oom",  # torch.OutOfMemoryError / torch.cuda.OutOfMemoryError / RuntimeError: CUDA out of memory
+    "cuda_error",  # CUDA error: out of memory, torch.AcceleratorError, cudaErrorMemoryAllocation
+    "cpu_alloc",  # DefaultCPUAllocator: can't allocate memory
+    "python_memory",  # MemoryError
+    "mmap",  # unable to mmap ... Cannot allocate memory
+    "killed",  # bare Killed, exitcode -9, sigkill_handler, kernel OOM killer
+    "no_executable_batch",  # accelerate: No executable batch size found, reached zero
+    "deepspeed",  # DeepSpeed-specific allocation failures
+    "bnb",  # bitsandbytes allocation failures
+]
+
+
+@dataclass
+class ConfigFacts:
+    """A LLaMA-Factory training config with LLaMA-Factory's defaults applied (facts/config.py is the one
+    place that knows those defaults)."""
+
+    path: str
+    raw: dict[str, Any]  # the YAML as loaded (plain dicts), before defaults
+    stage: str = "sft"  # pt / sft / rm / ppo / dpo / kto
+    finetuning_type: str = "lora"  # lora / full / freeze
+    model_name_or_path: str | None = None
+    template: str | None = None
+    dataset: list[str] = field(default_factory=list)
+    eval_dataset: list[str] = field(default_factory=list)
+    dataset_dir: str = "data"
+    val_size: float = 0.0
+    max_samples: int | None = None
+    per_device_train_batch_size: int = 8
+    per_device_eval_batch_size: int = 8
+    per_device_eval_batch_size_set: bool = False  # False: the default of 8 is in effect
+    gradient_accumulation_steps: int = 1
+    world_size: int = 1  # GPUs taking part (from the log or the launcher); 1 when unknown
+    effective_batch: int = 8  # per_device_train_batch_size * gradient_accumulation_steps * world_size
+    cutoff_len: int = 2048
+    packing: bool = False
+    fp16: bool = False
+    bf16: bool = False
+    pure_bf16: bool = False
+    precision: str = "fp32"  # fp32 / fp16 / bf16 / pure_bf16
+    gradient_checkpointing: bool = True  # on unless disable_gradient_checkpointing
+    gradient_checkpointing_by_default: bool = True  # True when on only because of the default
+    quantization_bit: int | None = None
+    quantization_method: str = "bnb"
+    quantization_type: str = "nf4"
+    double_quantization: bool = True
+    lora_rank: int = 8
+    lora_alpha: int = 16  # 2 * lora_rank when unset
+    lora_target: str = "all"
+    deepspeed: str | None = None  # path as written in the config
+    deepspeed_found: bool = False  # the JSON exists and was read
+    zero_stage: int | None = None
+    offload_optimizer: bool = False
+    offload_param: bool = False
+    do_eval: bool = False  # an evaluation will run during training
+    eval_strategy: str = "no"
+    eval_steps: int | None = None
+    eval_accumulation_steps: int | None = None
+    save_steps: int | None = None
+    logging_steps: int | None = None
+    max_steps: int | None = None
+    num_train_epochs: float = 3.0
+    optim: str = "adamw_torch"
+    flash_attn: str = "auto"
+    enable_liger_kernel: bool = False
+    use_unsloth_gc: bool = False
+    output_dir: str | None = None
+    unknown_keys: list[str] = field(default_factory=list)  # kept and reported, never fatal
+
+
+@dataclass
+class OtherProcess:
+    pid: int
+    used_mib: float
+
+
+@dataclass
+class LogFacts:
+    """What a training log says. ``oom`` False with ``phase`` "none" is a valid answer: no OOM in the log."""
+
+    path: str | None = None
+    oom: bool = False
+    oom_kind: str | None = None  # one of OomKind
+    error_line: str | None = None  # the line that said it ran out, trimmed
+    phase: str = "none"  # one of PHASES; "unknown" when it ran out but the log cannot tell when
+    phase_evidence: list[str] = field(default_factory=list)  # why that phase: frames/markers seen
+    step: int | None = None  # the optimizer step in progress when it ran out (1-based), if known
+    total_steps: int | None = None
+    good_steps: int | None = None  # optimizer steps that completed before it ran out
+    rank: int | None = None  # [rankN] or "GPU N" of the failing process
+    gpu_index: int | None = None
+    requested_mib: float | None = None  # "Tried to allocate"
+    capacity_mib: float | None = None  # "total capacity"
+    free_mib: float | None = None
+    process_in_use_mib: float | None = None  # "this process has X memory in use"
+    allocated_mib: float | None = None  # "X is allocated by PyTorch" / "already allocated"
+    reserved_mib: float | None = None  # "reserved in total by PyTorch"
+    reserved_unallocated_mib: float | None = None  # "reserved by PyTorch but unallocated"
+    other_processes: list[OtherProcess] = field(default_factory=list)  # "Process N has X memory in use"
+    frames: list[str] = field(default_factory=list)  # function names in the last traceback, outermost first
+    warnings: list[str] = field(default_factory=list)  # e.g. allocation retries, "Killing subprocess"
+    alloc_retries: int = 0  # "N CUDA malloc retries" / allocator warnings seen
+    # Markers from the LLaMA-Factory / Trainer banner
+    loading_shards: bool = False  # "Loading checkpoint shards" seen
+    weights_loaded: bool | None = None  # True once trainable params / Running training seen
+    training_started: bool = False  # "***** Running training *****"
+    eval_started: bool = False  # "***** Running Evaluation *****" seen after training began
+    saving: bool = False  # "Saving model checkpoint to" was the last marker before the OOM
+    gradient_checkpointing_logged: bool = False  # "Gradient checkpointing enabled."
+    instantaneous_batch_size: int | None = None
+    gradient_accumulation_steps: int | None = None
+    total_train_batch_size: int | None = None
+    num_examples: int | None = None
+    world_size: int | None = None
+    trainable_params: int | None = None
+    all_params: int | None = None
+    last_loss: float | None = None
+    eval_loss: float | None = None
+    train_runtime_s: float | None = None
+    vram_allocated_gib: float | None = None  # RECORD_VRAM peak from trainer_log.jsonl
+    vram_reserved_gib: float | None = None
+    bytes_read: int = 0
+    truncated_read: bool = False  # only the tail of a big log was read
+
+
+@dataclass
+class GpuProcess:
+    pid: int
+    used_mib: float | None
+    name: str | None = None
+
+
+@dataclass
+class GpuDevice:
+    index: int
+    name: str
+    total_mib: float
+    used_mib: float | None = None
+    compute_capability: tuple[int, int] | None = None
+    bf16_supported: bool | None = None  # compute capability >= 8.0
+    processes: list[GpuProcess] = field(default_factory=list)
+
+
+@dataclass
+class GpuFacts:
+    """The GPUs as NVML sees them. ``available`` False is a normal state (no driver, CPU machine)."""
+
+    available: bool = False
+    reason: str | None = None  # why not available, e.g. "NVML library not found"
+    driver: str | None = None
+    devices: list[GpuDevice] = field(default_factory=list)
+
+    @property
+    def first(self) -> GpuDevice | None:
+        return self.devices[0] if self.devices else None
+
+
+@dataclass
+class ModelFacts:
+    """Shape of the model (from its config.json or the built-in table)."""
+
+    name: str | None = None
+    source: str = "unknown"  # "config.json:<path>" / "table:<key>" / "unknown"
+    architecture: str | None = None
+    hidden_size: int | None = None
+    num_layers: int | None = None
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    intermediate_size: int | None = None
+    vocab_size: int | None = None
+    tie_word_embeddings: bool = False
+    params: int | None = None  # total parameters
+    torch_dtype: str | None = None
+
+
+@dataclass
+class DataFacts:
+    """Real token lengths of the training (and eval) samples, as LLaMA-Factory would build them."""
+
+    source: str = "unknown"  # "tokenized" / "given" (e.g. --longest-tokens) / "unknown"
+    samples: int | None = None
+    max_tokens: int | None = None
+    p50_tokens: int | None = None
+    p95_tokens: int | None = None
+    p99_tokens: int | None = None
+    eval_samples: int | None = None
+    eval_max_tokens: int | None = None
+    cutoff_len: int | None = None
+    truncated: int | None = None  # samples longer than cutoff_len
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclasses -> dicts, tuples -> lists, for ``--json`` output."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return to_jsonable(asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    return obj
