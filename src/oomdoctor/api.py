@@ -1,0 +1,105 @@
+"""Glue between the readers, the estimator and the rules: what the CLI verbs and the TUI call.
+
+Nothing here imports textual or the training stack; each reader fails soft where a fact is optional
+(GPU, model shape) and raises ``BadInput`` where the user gave us something unusable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from oomdoctor.diagnosis import Diagnosis
+from oomdoctor.errors import BadInput
+from oomdoctor.i18n import msg
+
+if TYPE_CHECKING:
+    from oomdoctor.facts.gpu import GpuSource
+    from oomdoctor.rules.facts import Facts
+
+
+def parse_answers(pairs: list[str] | None) -> dict[str, str]:
+    """``["phase=eval", "weights_loaded=yes"]`` -> ``{"phase": "eval", ...}``; BadInput on a malformed pair."""
+    answers: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise BadInput(msg("bad_answer_syntax", None, value=pair))
+        answers[key.strip()] = value.strip()
+    return answers
+
+
+def gather(
+    config_path: str | os.PathLike[str] | None = None,
+    log_path: str | os.PathLike[str] | None = None,
+    *,
+    answers: Mapping[str, str] | None = None,
+    gpu_source: GpuSource | None = None,
+    longest_tokens: int | None = None,
+    gpu_total_mib: float | None = None,
+) -> Facts:
+    """Read every fact we can: config, log, GPU, model shape, and the estimate built on them."""
+    from oomdoctor.estimate import estimate
+    from oomdoctor.facts.config import read_config
+    from oomdoctor.facts.gpu import read_gpu
+    from oomdoctor.facts.log import read_log
+    from oomdoctor.facts.model import read_model
+    from oomdoctor.facts.types import DataFacts
+    from oomdoctor.rules.facts import Facts
+
+    if config_path is None and log_path is None:
+        raise BadInput(msg("need_config_or_log", None))
+    log = read_log(Path(log_path)) if log_path is not None else None
+    world_size = log.world_size if log is not None else None
+    config = read_config(Path(config_path), world_size=world_size) if config_path is not None else None
+    gpu = read_gpu(gpu_source)
+
+    total_mib = gpu_total_mib
+    if total_mib is None and log is not None and log.capacity_mib:
+        total_mib = log.capacity_mib  # the card that ran out is the one that matters
+    if total_mib is None and gpu.first is not None:
+        total_mib = gpu.first.total_mib
+
+    model = read_model(config) if config is not None else None
+    data = None
+    if longest_tokens is not None:
+        data = DataFacts(source="given", max_tokens=longest_tokens)
+    est = None
+    if config is not None and model is not None and model.hidden_size:
+        est = estimate(config, model, data=data, gpu_total_mib=total_mib)
+    return Facts(
+        config=config,
+        log=log,
+        gpu=gpu,
+        model=model,
+        data=data,
+        estimate=est,
+        answers=dict(answers or {}),
+        env=dict(os.environ),
+        gpu_total_mib=total_mib,
+    )
+
+
+def run_diagnosis(
+    config_path: str | os.PathLike[str] | None = None,
+    log_path: str | os.PathLike[str] | None = None,
+    *,
+    answers: Mapping[str, str] | None = None,
+    gpu_source: GpuSource | None = None,
+    longest_tokens: int | None = None,
+    gpu_total_mib: float | None = None,
+) -> Diagnosis:
+    """Read the facts and walk the decision nodes: the whole of ``oomdoctor diagnose``."""
+    from oomdoctor.rules.engine import diagnose
+
+    facts = gather(
+        config_path,
+        log_path,
+        answers=answers,
+        gpu_source=gpu_source,
+        longest_tokens=longest_tokens,
+        gpu_total_mib=gpu_total_mib,
+    )
+    return diagnose(facts)
