@@ -1,0 +1,53 @@
+"""The headless core never imports textual, and nothing on the start-up path imports the training stack.
+
+Each check imports in a fresh interpreter and inspects ``sys.modules``, so an import anywhere in the chain
+(not only at the top of the module under test) is caught.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "transformers", "datasets", "llamafactory", "peft", "trl", "accelerate")
+CORE = (
+    "oomdoctor.api",
+    "oomdoctor.facts.config",
+    "oomdoctor.facts.log",
+    "oomdoctor.facts.gpu",
+    "oomdoctor.facts.model",
+    "oomdoctor.facts.dataset",
+    "oomdoctor.rules.engine",
+    "oomdoctor.estimate",
+    "oomdoctor.patch",
+    "oomdoctor.trial",
+)
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"import sys, json\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return {m.split(".")[0] for m in json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_core_module_imports_neither_textual_nor_training_stack(module: str) -> None:
+    loaded = _loaded_after(f"import {module}")
+    assert "textual" not in loaded, f"{module} pulls in textual"
+    assert not loaded & set(HEAVY), f"{module} pulls in {sorted(loaded & set(HEAVY))}"
+
+
+def test_cli_parser_start_up_is_light() -> None:
+    # Building the parser imports every command module: all of them must stay light.
+    loaded = _loaded_after("from oomdoctor.cli import build_parser; build_parser()")
+    assert "textual" not in loaded
+    assert not loaded & set(HEAVY)
+
+
+def test_tui_does_not_import_training_stack() -> None:
+    loaded = _loaded_after("import oomdoctor.tui.app")
+    assert "textual" in loaded
+    assert not loaded & set(HEAVY)
