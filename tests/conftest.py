@@ -1,0 +1,27 @@
+"""Shared fixtures. ``tests/`` is on ``sys.path`` (pytest's rootdir conftest), so suites import helpers as
+``from fixtures.tiny_qwen3 import ...``.
+
+- ``tiny_qwen3_dir``: a tiny random Qwen3 + tokenizer, built once per session (seconds; needs transformers).
+- ``tiny_dataset_dir``: a tiny alpaca dataset with ``dataset_info.json`` (``tiny_train``/``tiny_val``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("transformers", reason="building the tiny Qwen3 needs transformers (the train extra)")
+    from fixtures.tiny_qwen3 import build_tiny_qwen3
+
+    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny_qwen3"))
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fixtures.tiny_qwen3 import write_tiny_dataset
+
+    return write_tiny_dataset(tmp_path_factory.mktemp("tiny_data"))
