@@ -1,0 +1,250 @@
+"""Find training runs in the folder where the user typed ``oomdoctor``: configs and logs, newest first.
+
+LLaMA-Factory writes its output under ``saves/...`` (``training_args.yaml``, ``running_log.txt``,
+``trainer_log.jsonl``); people keep configs under ``configs/`` or ``examples/`` and capture the console in
+``*.log`` or ``nohup.out``. A config and a log that sit in the same folder (or share a file stem) are one
+run. The scan is bounded (depth and entries) and cancellable, because a user may start us in ``$HOME``.
+
+Headless: no textual. The TUI runs ``find_runs`` in a thread worker.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# What a LLaMA-Factory training config always holds; a YAML without it is someone else's file.
+CONFIG_MARKER_KEYS: tuple[str, ...] = ("model_name_or_path",)
+# How much of a YAML to read when checking for those keys.
+CONFIG_SNIFF_BYTES = 16 * 1024
+# Log files by exact name, in order of preference when several sit in one folder: the console capture
+# holds the traceback; trainer_log.jsonl only holds step records.
+LOG_NAMES: tuple[str, ...] = ("running_log.txt", "train.log", "nohup.out", "trainer_log.jsonl")
+LOG_SUFFIXES: tuple[str, ...] = (".log",)
+# Files LLaMA-Factory writes into its output folder: one run's, whichever of them we show.
+RUN_FOLDER_LOG_NAMES: tuple[str, ...] = ("running_log.txt", "trainer_log.jsonl")
+CONFIG_SUFFIXES: tuple[str, ...] = (".yaml", ".yml")
+# Folders never worth entering: VCS data, environments, caches, model checkpoints (big, no configs).
+SKIP_DIR_NAMES: frozenset[str] = frozenset(
+    {"node_modules", "__pycache__", "site-packages", "dist-packages", "wandb", "runs", "tensorboard"}
+)
+SKIP_DIR_PREFIXES: tuple[str, ...] = (".", "venv", "checkpoint-", "global_step")
+
+DEFAULT_MAX_DEPTH = 6
+DEFAULT_MAX_ENTRIES = 20_000
+DEFAULT_MAX_RUNS = 50
+
+
+@dataclass(frozen=True)
+class RunCandidate:
+    """One run the user may mean: a config, a log, or both. ``mtime_s`` is the newer of the two."""
+
+    config: Path | None
+    log: Path | None
+    mtime_s: float
+
+    @property
+    def folder(self) -> Path:
+        return (self.log or self.config or Path(".")).parent
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    runs: list[RunCandidate]
+    root: Path
+    entries_seen: int
+    stopped_early: bool  # the entry or depth budget ran out: there may be more runs below
+    cancelled: bool = False
+    skipped: list[str] = field(default_factory=list)  # folders we could not read
+
+
+def is_training_config(path: Path) -> bool:
+    """True when the YAML names a model (``model_name_or_path:`` at the start of a line)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(CONFIG_SNIFF_BYTES)
+    except OSError:
+        return False
+    text = head.decode("utf-8", errors="replace")
+    return any(re.search(rf"(?m)^\s*{re.escape(key)}\s*:", text) for key in CONFIG_MARKER_KEYS)
+
+
+def _is_log_name(name: str) -> bool:
+    return name in LOG_NAMES or name.endswith(LOG_SUFFIXES)
+
+
+def _skip_dir(name: str) -> bool:
+    return name in SKIP_DIR_NAMES or name.startswith(SKIP_DIR_PREFIXES)
+
+
+def _log_rank(path: Path) -> int:
+    try:
+        return LOG_NAMES.index(path.name)
+    except ValueError:
+        return len(LOG_NAMES) - 1  # a *.log ranks with the console captures, above trainer_log.jsonl
+
+
+def find_runs(
+    root: str | os.PathLike[str] = ".",
+    *,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+    max_runs: int = DEFAULT_MAX_RUNS,
+    is_cancelled: Callable[[], bool] | None = None,
+) -> ScanResult:
+    """Walk ``root`` breadth-first (shallow folders first), pair configs with logs, newest run first."""
+    root_path = Path(root)
+    configs: list[tuple[Path, float]] = []
+    logs: list[tuple[Path, float]] = []
+    skipped: list[str] = []
+    entries = 0
+    stopped = False
+    queue: deque[tuple[Path, int]] = deque([(root_path, 0)])
+    while queue:
+        if is_cancelled is not None and is_cancelled():
+            return ScanResult([], root_path, entries, stopped_early=True, cancelled=True, skipped=skipped)
+        folder, depth = queue.popleft()
+        try:
+            with os.scandir(folder) as it:
+                listing = sorted(it, key=lambda e: e.name)
+        except OSError:
+            skipped.append(str(folder))
+            continue
+        for entry in listing:
+            entries += 1
+            if entries > max_entries:
+                stopped = True
+                break
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if depth + 1 <= max_depth and not _skip_dir(entry.name):
+                        queue.append((Path(entry.path), depth + 1))
+                    elif depth + 1 > max_depth:
+                        stopped = True
+                    continue
+                if not entry.is_file():
+                    continue
+                name = entry.name
+                if name.endswith(CONFIG_SUFFIXES):
+                    path = Path(entry.path)
+                    if is_training_config(path):
+                        configs.append((path, entry.stat().st_mtime))
+                elif _is_log_name(name):
+                    logs.append((Path(entry.path), entry.stat().st_mtime))
+            except OSError:
+                continue
+        if stopped and entries > max_entries:
+            break
+    runs = pair_runs(configs, logs)
+    runs.sort(key=lambda r: (-r.mtime_s, str(r.log or r.config)))
+    return ScanResult(runs[:max_runs], root_path, entries, stopped_early=stopped, skipped=skipped)
+
+
+def pair_runs(configs: list[tuple[Path, float]], logs: list[tuple[Path, float]]) -> list[RunCandidate]:
+    """A config and a log are one run when they share a folder, else when they share a file stem
+    (``configs/qwen_lora.yaml`` with ``qwen_lora.log``). Each file belongs to at most one run."""
+    runs: list[RunCandidate] = []
+    used_logs: set[Path] = set()
+    logs_by_folder: dict[Path, list[tuple[Path, float]]] = {}
+    for log, mtime in logs:
+        logs_by_folder.setdefault(log.parent, []).append((log, mtime))
+    unpaired_configs: list[tuple[Path, float]] = []
+    # Same folder: the best-ranked log; when a folder holds several configs, pair only one of them
+    # (training_args.yaml in a saves/ folder, else the newest).
+    configs_by_folder: dict[Path, list[tuple[Path, float]]] = {}
+    for cfg, mtime in configs:
+        configs_by_folder.setdefault(cfg.parent, []).append((cfg, mtime))
+    for folder, folder_configs in configs_by_folder.items():
+        folder_logs = sorted(logs_by_folder.get(folder, []), key=lambda lm: (_log_rank(lm[0]), -lm[1]))
+        ordered = sorted(folder_configs, key=lambda cm: (cm[0].name != "training_args.yaml", -cm[1]))
+        if folder_logs:
+            cfg, cfg_mtime = ordered[0]
+            log, log_mtime = folder_logs[0]
+            runs.append(RunCandidate(cfg, log, max(cfg_mtime, log_mtime)))
+            # LLaMA-Factory's own files in that folder belong to this run; other *.log files stay separate.
+            used_logs.add(log)
+            used_logs.update(lg for lg, _ in folder_logs if lg.name in RUN_FOLDER_LOG_NAMES)
+            unpaired_configs.extend(ordered[1:])
+        else:
+            unpaired_configs.extend(ordered)
+    # Same stem, anywhere (the newest such log).
+    logs_by_stem: dict[str, list[tuple[Path, float]]] = {}
+    for log, mtime in logs:
+        if log not in used_logs:
+            logs_by_stem.setdefault(log.stem, []).append((log, mtime))
+    for cfg, cfg_mtime in unpaired_configs:
+        candidates = [lm for lm in logs_by_stem.get(cfg.stem, []) if lm[0] not in used_logs]
+        if candidates:
+            log, log_mtime = max(candidates, key=lambda lm: lm[1])
+            used_logs.add(log)
+            runs.append(RunCandidate(cfg, log, max(cfg_mtime, log_mtime)))
+        else:
+            runs.append(RunCandidate(cfg, None, cfg_mtime))
+    for log, mtime in logs:
+        if log not in used_logs:
+            runs.append(RunCandidate(None, log, mtime))
+    return runs
+
+
+def display_path(path: str | os.PathLike[str] | None, cwd: str | os.PathLike[str] | None = None) -> str:
+    """A path as the user should read it: relative to ``cwd`` when inside it, ``<demo>/...`` for the
+    bundled configs, else ``~/...`` or absolute. Never a temporary absolute path when avoidable."""
+    if path is None:
+        return ""
+    p = Path(path)
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    try:
+        resolved = p.resolve()
+    except OSError:
+        resolved = p.absolute()
+    try:
+        return str(resolved.relative_to(base.resolve()))
+    except ValueError:
+        pass
+    from oomdoctor.resources import configs_dir
+
+    try:
+        return "<demo>/" + str(resolved.relative_to(configs_dir().resolve()))
+    except ValueError:
+        pass
+    home = Path.home()
+    try:
+        return "~/" + str(resolved.relative_to(home.resolve()))
+    except ValueError:
+        return str(resolved)
+
+
+TRIALS_DIR_NAME = "trials"
+_TRIAL_NUMBER = re.compile(r"^(\d+)-")
+
+
+def rule_short_name(rule_id: str) -> str:
+    """``first_batch.halve_micro_batch`` -> ``halve_micro_batch``: the part a folder name needs."""
+    short = rule_id.rsplit(".", 1)[-1]
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", short).strip("-_")
+    return slug or "change"
+
+
+def suggest_trial_folder(root: str | os.PathLike[str], rule_id: str) -> Path:
+    """``<root>/trials/NN-<rule>``, numbered after the trials already there, never an existing folder.
+
+    The root is where the user runs ``llamafactory-cli`` (relative ``dataset_dir`` paths resolve there),
+    so trials go beside the run, not beside a config that may sit in a read-only package.
+    """
+    trials = Path(root) / TRIALS_DIR_NAME
+    highest = 0
+    if trials.is_dir():
+        for entry in trials.iterdir():
+            m = _TRIAL_NUMBER.match(entry.name)
+            if m:
+                highest = max(highest, int(m.group(1)))
+    number = highest + 1
+    while True:
+        candidate = trials / f"{number:02d}-{rule_short_name(rule_id)}"
+        if not candidate.exists():
+            return candidate
+        number += 1
