@@ -72,4 +72,9 @@ MESSAGES: dict[str, dict[str, str]] = {
     "bad_answer_syntax": {"en": "--answer expects key=value, got {value!r}", "zh": "--answer 应写成 key=value,收到 {value!r}"},
     "unknown_answer_key": {"en": "--answer: unknown question {key!r}", "zh": "--answer:未知问题 {key!r}"},
     "need_config_or_log": {"en": "give --config, --log or both", "zh": "请提供 --config、--log 或两者"},
+    "gpu_no_pynvml": {"en": "nvidia-ml-py (pynvml) is not installed, so GPUs cannot be read", "zh": "未安装 nvidia-ml-py(pynvml),无法读取 GPU"},
+    "gpu_no_driver_library": {"en": "no NVIDIA driver found (NVML library missing): no NVIDIA GPU on this machine", "zh": "未找到 NVIDIA 驱动(缺少 NVML 库):本机没有 NVIDIA GPU"},
+    "gpu_driver_not_loaded": {"en": "the NVIDIA driver is installed but not loaded", "zh": "已安装 NVIDIA 驱动,但驱动未加载"},
+    "gpu_nvml_failed": {"en": "NVML could not start: {detail}", "zh": "NVML 初始化失败:{detail}"},
+    "gpu_none_visible": {"en": "no GPU is visible with CUDA_VISIBLE_DEVICES={value!r}", "zh": "CUDA_VISIBLE_DEVICES={value!r} 下没有可见的 GPU"},
 }
