@@ -77,4 +77,47 @@ MESSAGES: dict[str, dict[str, str]] = {
     "gpu_driver_not_loaded": {"en": "the NVIDIA driver is installed but not loaded", "zh": "已安装 NVIDIA 驱动,但驱动未加载"},
     "gpu_nvml_failed": {"en": "NVML could not start: {detail}", "zh": "NVML 初始化失败:{detail}"},
     "gpu_none_visible": {"en": "no GPU is visible with CUDA_VISIBLE_DEVICES={value!r}", "zh": "CUDA_VISIBLE_DEVICES={value!r} 下没有可见的 GPU"},
+    # facts/config.py and patch/ (config reader, patch writer, `oomdoctor patch`)
+    "file_unreadable": {"en": "{path} cannot be read ({detail})", "zh": "无法读取 {path}({detail})"},
+    "config_binary": {"en": "{path} looks like a binary file, not a YAML config", "zh": "{path} 看起来是二进制文件,不是 YAML 配置"},
+    "config_not_utf8": {
+        "en": "{path} is not UTF-8 text (LLaMA-Factory reads configs as UTF-8)",
+        "zh": "{path} 不是 UTF-8 文本(LLaMA-Factory 按 UTF-8 读取配置)",
+    },
+    "config_empty": {"en": "{path} is empty", "zh": "{path} 是空文件"},
+    "config_bad_value": {
+        "en": "{path}: {field} should be {expected}, got {value!r}",
+        "zh": "{path}:{field} 应为{expected_zh},实际为 {value!r}",
+    },
+    "config_is_llamaboard": {
+        "en": "{path} is a LLaMA Board saved-arguments file; give the training_args.yaml the WebUI writes into the output folder",
+        "zh": "{path} 是 LLaMA Board 的“保存训练参数”文件;请改用 WebUI 写在输出目录里的 training_args.yaml",
+    },
+    "deepspeed_malformed": {
+        "en": "DeepSpeed config {path} is not valid JSON ({detail})",
+        "zh": "DeepSpeed 配置 {path} 不是有效的 JSON({detail})",
+    },
+    "patch_no_oom": {
+        "en": "no out-of-memory found, so there is no change to write",
+        "zh": "没有发现显存不足,因此没有要写入的修改",
+    },
+    "patch_needs_answers": {
+        "en": "no change can be chosen until these are answered (add --answer key=value):",
+        "zh": "需要先回答以下问题才能选定修改(添加 --answer key=value):",
+    },
+    "patch_no_proposal": {"en": "no rule proposed a change for this case", "zh": "没有规则针对此情况提出修改"},
+    "patch_manual": {
+        "en": "this advice cannot be written into a config: {title}",
+        "zh": "这条建议无法写入配置:{title}",
+    },
+    "patch_unknown_rule": {
+        "en": "--rule {rule}: not among the proposals for this case ({available})",
+        "zh": "--rule {rule}:不在本次候选修改中({available})",
+    },
+    "patch_written": {"en": "Wrote {folder}", "zh": "已写入 {folder}"},
+    "patch_run_with": {"en": "Run it with:", "zh": "运行命令:"},
+    "patch_run_dir": {
+        "en": "Relative paths in the config ({keys}) resolve from {run_dir}, so the command starts there.",
+        "zh": "配置中的相对路径({keys})以 {run_dir} 为起点解析,因此命令在该目录下运行。",
+    },
 }

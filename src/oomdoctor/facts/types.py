@@ -111,6 +111,8 @@ class ConfigFacts:
     use_unsloth_gc: bool = False
     output_dir: str | None = None
     unknown_keys: list[str] = field(default_factory=list)  # kept and reported, never fatal
+    deepspeed_path: str | None = None  # absolute path of the DeepSpeed JSON that was read, if any
+    do_train: bool = False  # do_train as written (LLaMA-Factory's default is False)
 
 
 @dataclass

@@ -1,0 +1,460 @@
+"""Read a LLaMA-Factory training config into ``ConfigFacts``, with LLaMA-Factory 0.9.5's defaults applied.
+
+This is the one place that knows those defaults; the values themselves live in ``lf_defaults.yaml`` beside
+this file (each cited to the dataclass that defines it). Configs written by hand, by the course, or by the
+WebUI (``training_args.yaml`` in the output folder, where numbers and booleans are sometimes strings) are
+all accepted. Keys LLaMA-Factory does not know are kept in ``unknown_keys``, never fatal: the user needs
+the diagnosis even when the config has a typo, and the typo is itself worth reporting.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oomdoctor.errors import BadInput
+from oomdoctor.facts.types import ConfigFacts
+from oomdoctor.i18n import msg
+
+_KNOWLEDGE_FILE = Path(__file__).with_name("lf_defaults.yaml")
+_SNIFF_BYTES = 8192
+
+
+@functools.lru_cache(maxsize=1)
+def lf_knowledge() -> dict[str, Any]:
+    """The parsed ``lf_defaults.yaml``: defaults, known keys, DeepSpeed naming, path keys."""
+    with _KNOWLEDGE_FILE.open(encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def lf_defaults() -> dict[str, Any]:
+    return dict(lf_knowledge()["defaults"])
+
+
+def known_keys() -> frozenset[str]:
+    data = lf_knowledge()
+    return frozenset(data["known_keys"]) | frozenset(data["defaults"])
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+def read_config_text(path: str | os.PathLike[str], *, what: str = "config") -> str:
+    """The file's text, or BadInput for a missing path, a folder, a binary or non-UTF-8 file.
+
+    LLaMA-Factory (OmegaConf) reads configs as UTF-8, so that is the only encoding accepted here too.
+    """
+    p = Path(path)
+    what_zh = _WHAT_ZH.get(what, what)
+    if not p.exists():
+        raise BadInput(msg("file_missing", None, what=what, what_zh=what_zh, path=p))
+    if not p.is_file():
+        raise BadInput(msg("not_a_file", None, path=p))
+    try:
+        data = p.read_bytes()
+    except OSError as err:
+        raise BadInput(msg("file_unreadable", None, path=p, detail=err.strerror or err)) from None
+    if b"\x00" in data[:_SNIFF_BYTES]:
+        raise BadInput(msg("config_binary", None, path=p))
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise BadInput(msg("config_not_utf8", None, path=p)) from None
+
+
+_WHAT_ZH = {"config": "配置文件", "DeepSpeed config": "DeepSpeed 配置文件"}
+
+
+def _yaml_error_line(err: yaml.YAMLError) -> str:
+    """PyYAML errors span several lines; the user gets one: "line 3, column 5: <problem>"."""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    mark = getattr(err, "problem_mark", None)
+    if mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return " ".join(str(problem).split())
+
+
+def load_yaml_mapping(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The config as a plain dict (PyYAML ``safe_load``); BadInput when it is not a YAML mapping."""
+    p = Path(path)
+    text = read_config_text(p)
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise BadInput(msg("yaml_malformed", None, path=p, detail=_yaml_error_line(err))) from None
+    if raw is None:
+        raise BadInput(msg("config_empty", None, path=p))
+    if not isinstance(raw, dict):
+        raise BadInput(msg("yaml_not_mapping", None, path=p))
+    return {str(k): v for k, v in raw.items()}
+
+
+def read_config(path: str | os.PathLike[str], *, world_size: int | None = None) -> ConfigFacts:
+    """Read a config file; relative DeepSpeed paths are looked up from the config's folder, then the cwd."""
+    p = Path(path).expanduser()
+    raw = load_yaml_mapping(p)
+    return config_from_mapping(raw, path=str(p.resolve()), base_dir=p.resolve().parent, world_size=world_size)
+
+
+# ------------------------------------------------------------------------------------------- coercion
+
+
+class _Coerce:
+    """Turns YAML values (or the strings the WebUI writes) into the types LLaMA-Factory expects."""
+
+    def __init__(self, raw: Mapping[str, Any], path: str) -> None:
+        self.raw = raw
+        self.path = path
+        self.defaults = lf_defaults()
+        bools = lf_knowledge()["bool_strings"]
+        self.true_words = {str(w).lower() for w in bools["true"]}
+        self.false_words = {str(w).lower() for w in bools["false"]}
+
+    def given(self, key: str) -> bool:
+        """True when the config sets the key to something (a bare ``key:`` means unset)."""
+        return self.raw.get(key) is not None
+
+    def value(self, key: str) -> Any:
+        return self.raw[key] if self.given(key) else self.defaults.get(key)
+
+    def _bad(self, key: str, expected: str, expected_zh: str) -> BadInput:
+        return BadInput(
+            msg(
+                "config_bad_value",
+                None,
+                path=self.path,
+                field=key,
+                value=self.raw.get(key),
+                expected=expected,
+                expected_zh=expected_zh,
+            )
+        )
+
+    def integer(self, key: str) -> int | None:
+        v = self.value(key)
+        if v is None:
+            return None
+        if isinstance(v, bool):
+            raise self._bad(key, "an integer", "整数")
+        if isinstance(v, int):
+            return v
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, str):
+            text = v.strip()
+            try:
+                return int(text)
+            except ValueError:
+                pass
+            try:
+                number = float(text)
+            except ValueError:
+                number = math.nan
+            if number.is_integer():
+                return int(number)
+        raise self._bad(key, "an integer", "整数")
+
+    def number(self, key: str) -> float | None:
+        v = self.value(key)
+        if v is None:
+            return None
+        if isinstance(v, bool):
+            raise self._bad(key, "a number", "数值")
+        if isinstance(v, int | float):
+            return float(v)
+        if isinstance(v, str):
+            try:
+                return float(v.strip())
+            except ValueError:
+                pass
+        raise self._bad(key, "a number", "数值")
+
+    def steps(self, key: str) -> int | float | None:
+        """logging/eval/save steps: an integer, or a float in [0, 1) meaning a ratio of the total steps."""
+        v = self.number(key)
+        if v is None:
+            return None
+        return int(v) if v.is_integer() else v
+
+    def flag(self, key: str) -> bool:
+        v = self.value(key)
+        if v is None:
+            return False
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, int) and v in (0, 1):
+            return bool(v)
+        if isinstance(v, str):
+            word = v.strip().lower()
+            if word in self.true_words:
+                return True
+            if word in self.false_words:
+                return False
+        raise self._bad(key, "true or false", "true 或 false")
+
+    def text(self, key: str) -> str | None:
+        v = self.value(key)
+        if v is None:
+            return None
+        if isinstance(v, list | tuple):
+            return ",".join(str(item).strip() for item in v)
+        if isinstance(v, dict):
+            raise self._bad(key, "a string", "字符串")
+        return str(v).strip()
+
+    def names(self, key: str) -> list[str]:
+        """Comma-separated names (dataset, eval_dataset), as LLaMA-Factory's split_arg reads them."""
+        v = self.value(key)
+        if v is None:
+            return []
+        items = v if isinstance(v, list | tuple) else str(v).split(",")
+        return [str(item).strip() for item in items if str(item).strip()]
+
+
+# ------------------------------------------------------------------------------------------ DeepSpeed
+
+
+def _deepspeed_candidates(value: str, base_dir: Path | None) -> list[Path]:
+    """Where a relative DeepSpeed path may be: the config's folder, the cwd, then up to three folders above
+    the config (LLaMA-Factory's examples name ``examples/deepspeed/...`` relative to the repository root)."""
+    p = Path(value).expanduser()
+    if p.is_absolute():
+        return [p]
+    out: list[Path] = []
+    if base_dir is not None:
+        out.append(base_dir / p)
+    out.append(Path.cwd() / p)
+    if base_dir is not None:
+        out.extend(parent / p for parent in list(base_dir.parents)[:3])
+    return out
+
+
+def _offloaded(section: Any) -> bool:
+    if not isinstance(section, dict):
+        return False
+    devices = {str(d).lower() for d in lf_knowledge()["deepspeed_offload_devices"]}
+    return str(section.get("device", "none")).lower() in devices
+
+
+def _from_deepspeed_json(ds: Mapping[str, Any]) -> tuple[int | None, bool, bool]:
+    zero = ds.get("zero_optimization")
+    if not isinstance(zero, dict):
+        return None, False, False
+    stage = zero.get("stage")
+    try:
+        zero_stage = int(stage) if stage is not None else None
+    except (TypeError, ValueError):
+        zero_stage = None
+    offload_optimizer = _offloaded(zero.get("offload_optimizer")) or bool(zero.get("cpu_offload"))
+    offload_param = _offloaded(zero.get("offload_param"))
+    return zero_stage, offload_optimizer, offload_param
+
+
+def deepspeed_from_name(name: str) -> tuple[int | None, bool, bool]:
+    """Stage and offloads from a LLaMA-Factory template name such as ``ds_z3_offload_config.json``."""
+    knowledge = lf_knowledge()
+    match = re.search(knowledge["deepspeed_name_pattern"], Path(name).name)
+    if match is None:
+        return None, False, False
+    stage = int(match.group("stage"))
+    if not match.group("offload"):
+        return stage, False, False
+    by_stage = knowledge["deepspeed_offload_by_stage"].get(stage, {})
+    return stage, bool(by_stage.get("optimizer")), bool(by_stage.get("param"))
+
+
+def read_deepspeed(value: Any, base_dir: Path | None, *, config_path: str) -> dict[str, Any]:
+    """What a ``deepspeed:`` value means: the JSON when it can be found (or is inline), else the name.
+
+    Returns ``{"deepspeed", "deepspeed_path", "deepspeed_found", "zero_stage", "offload_optimizer",
+    "offload_param"}``. A JSON that exists but does not parse is bad input: training would stop on it too.
+    """
+    if isinstance(value, dict):
+        stage, opt, par = _from_deepspeed_json(value)
+        return _ds_result("<inline>", None, True, stage, opt, par)
+    text = str(value).strip()
+    if text.startswith("{"):
+        try:
+            inline = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise BadInput(msg("deepspeed_malformed", None, path=config_path, detail=err.msg)) from None
+        stage, opt, par = _from_deepspeed_json(inline)
+        return _ds_result("<inline>", None, True, stage, opt, par)
+    for candidate in _deepspeed_candidates(text, base_dir):
+        if candidate.is_file():
+            body = read_config_text(candidate, what="DeepSpeed config")
+            try:
+                ds = json.loads(body)
+            except json.JSONDecodeError as err:
+                detail = f"line {err.lineno}, column {err.colno}: {err.msg}"
+                raise BadInput(msg("deepspeed_malformed", None, path=candidate, detail=detail)) from None
+            if not isinstance(ds, dict):
+                raise BadInput(msg("deepspeed_malformed", None, path=candidate, detail="not a JSON object"))
+            stage, opt, par = _from_deepspeed_json(ds)
+            return _ds_result(text, str(candidate.resolve()), True, stage, opt, par)
+    stage, opt, par = deepspeed_from_name(text)
+    return _ds_result(text, None, False, stage, opt, par)
+
+
+def _ds_result(
+    written: str, path: str | None, found: bool, stage: int | None, opt: bool, par: bool
+) -> dict[str, Any]:
+    return {
+        "deepspeed": written,
+        "deepspeed_path": path,
+        "deepspeed_found": found,
+        "zero_stage": stage,
+        "offload_optimizer": opt,
+        "offload_param": par,
+    }
+
+
+# ------------------------------------------------------------------------------------------ the facts
+
+
+def is_llamaboard_file(raw: Mapping[str, Any]) -> bool:
+    """LLaMA Board's saved-arguments file (``top.model_name``, ``train.batch_size``...), not a config."""
+    prefixes = tuple(lf_knowledge()["llamaboard_key_prefixes"])
+    keys = [str(k) for k in raw]
+    return bool(keys) and sum(k.startswith(prefixes) for k in keys) * 2 > len(keys)
+
+
+def config_from_mapping(
+    raw: Mapping[str, Any],
+    *,
+    path: str = "<inline>",
+    base_dir: Path | None = None,
+    world_size: int | None = None,
+) -> ConfigFacts:
+    """Apply LLaMA-Factory's defaults and derive what the rules need (effective batch, precision, ...)."""
+    if not isinstance(raw, Mapping):
+        raise BadInput(msg("yaml_not_mapping", None, path=path))
+    raw = {str(k): v for k, v in raw.items()}
+    if is_llamaboard_file(raw):
+        raise BadInput(msg("config_is_llamaboard", None, path=path))
+    c = _Coerce(raw, path)
+    knowledge = lf_knowledge()
+
+    known = known_keys()
+    unknown = [k for k in raw if k not in known]
+
+    stage = c.text("stage") or "sft"
+    train_batch = _positive(c, "per_device_train_batch_size")
+    eval_batch = _positive(c, "per_device_eval_batch_size")
+    accumulation = _positive(c, "gradient_accumulation_steps")
+    gpus = world_size if world_size and world_size > 0 else 1
+
+    fp16, bf16, pure_bf16 = c.flag("fp16"), c.flag("bf16"), c.flag("pure_bf16")
+    if pure_bf16:
+        precision = "pure_bf16"
+    elif bf16:
+        precision = "bf16"  # LLaMA-Factory picks bfloat16 first when both are set (parser.py compute_dtype)
+    elif fp16:
+        precision = "fp16"
+    else:
+        precision = "fp32"
+
+    # LLaMA-Factory enables checkpointing in its model loader unless told not to; the Trainer's own
+    # gradient_checkpointing switch turns it on regardless.
+    disabled = c.flag("disable_gradient_checkpointing")
+    trainer_gc = c.flag("gradient_checkpointing")
+    checkpointing = trainer_gc or not disabled
+    by_default = checkpointing and not trainer_gc and not c.given("disable_gradient_checkpointing")
+
+    lora_rank = _positive(c, "lora_rank")
+    lora_alpha = c.integer("lora_alpha") or lora_rank * 2
+
+    packing_value = c.value("packing")
+    packing = c.flag("packing") if packing_value is not None else stage == "pt"
+    if c.flag("neat_packing"):
+        packing = True
+
+    eval_dataset = c.names("eval_dataset")
+    val_size = c.number("val_size") or 0.0
+    eval_strategy = (c.text("eval_strategy") or "no").lower()
+    has_eval_data = bool(eval_dataset) or val_size > float(knowledge["eval_val_size_min"])
+    # do_eval without a strategy still evaluates once after training (LLaMA-Factory's workflows call
+    # trainer.evaluate() when do_eval is set).
+    do_eval = has_eval_data and (eval_strategy != "no" or c.flag("do_eval"))
+    logging_steps = c.steps("logging_steps")
+    eval_steps: int | float | None = None
+    if eval_strategy == "steps":
+        eval_steps = c.steps("eval_steps") or logging_steps  # transformers: unset or 0 -> logging_steps
+
+    max_steps = c.integer("max_steps")
+    ds: dict[str, Any] = _ds_result("", None, False, None, False, False)
+    ds["deepspeed"] = None
+    if c.given("deepspeed"):
+        ds = read_deepspeed(raw["deepspeed"], base_dir, config_path=path)
+
+    quantization_bit = c.integer("quantization_bit")
+    return ConfigFacts(
+        path=path,
+        raw=raw,
+        stage=stage,
+        finetuning_type=c.text("finetuning_type") or "lora",
+        model_name_or_path=c.text("model_name_or_path"),
+        template=c.text("template"),
+        dataset=c.names("dataset"),
+        eval_dataset=eval_dataset,
+        dataset_dir=c.text("dataset_dir") or "data",
+        val_size=val_size,
+        max_samples=c.integer("max_samples"),
+        per_device_train_batch_size=train_batch,
+        per_device_eval_batch_size=eval_batch,
+        per_device_eval_batch_size_set=c.given("per_device_eval_batch_size"),
+        gradient_accumulation_steps=accumulation,
+        world_size=gpus,
+        effective_batch=train_batch * accumulation * gpus,
+        cutoff_len=_positive(c, "cutoff_len"),
+        packing=packing,
+        fp16=fp16,
+        bf16=bf16,
+        pure_bf16=pure_bf16,
+        precision=precision,
+        gradient_checkpointing=checkpointing,
+        gradient_checkpointing_by_default=by_default,
+        quantization_bit=quantization_bit,
+        quantization_method=c.text("quantization_method") or "bnb",
+        quantization_type=c.text("quantization_type") or "nf4",
+        double_quantization=c.flag("double_quantization"),
+        lora_rank=lora_rank,
+        lora_alpha=lora_alpha,
+        lora_target=c.text("lora_target") or "all",
+        deepspeed=ds["deepspeed"],
+        deepspeed_found=ds["deepspeed_found"],
+        deepspeed_path=ds["deepspeed_path"],
+        zero_stage=ds["zero_stage"],
+        offload_optimizer=ds["offload_optimizer"],
+        offload_param=ds["offload_param"],
+        do_eval=do_eval,
+        eval_strategy=eval_strategy,
+        eval_steps=eval_steps,  # type: ignore[arg-type]  # a float below 1 is a ratio of total steps
+        eval_accumulation_steps=c.integer("eval_accumulation_steps"),
+        save_steps=c.steps("save_steps"),  # type: ignore[arg-type]
+        logging_steps=logging_steps,  # type: ignore[arg-type]
+        max_steps=max_steps if max_steps is not None and max_steps > 0 else None,
+        num_train_epochs=c.number("num_train_epochs") or 0.0,
+        optim=c.text("optim") or str(lf_defaults()["optim"]),
+        flash_attn=(c.text("flash_attn") or "auto").lower(),
+        enable_liger_kernel=c.flag("enable_liger_kernel"),
+        use_unsloth_gc=c.flag("use_unsloth_gc"),
+        output_dir=c.text("output_dir"),
+        do_train=c.flag("do_train"),
+        unknown_keys=unknown,
+    )
+
+
+def _positive(c: _Coerce, key: str) -> int:
+    value = c.integer(key)
+    if value is None or value < 1:
+        raise c._bad(key, "a whole number of at least 1", "不小于 1 的整数")
+    return value
