@@ -12,6 +12,7 @@ its descendants, against the host's RAM. That is what runs out on a CPU machine 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import threading
@@ -66,10 +67,8 @@ class ProcessTreeRss:
         self._psutil = psutil
         self.root_pid = pid
         self._known: dict[int, Any] = {}
-        try:
+        with contextlib.suppress(psutil.Error):
             self._known[pid] = psutil.Process(pid)
-        except psutil.Error:
-            pass
         self._cpu_count = psutil.cpu_count() or 1
         self.host_total_mib = psutil.virtual_memory().total / MIB
 
