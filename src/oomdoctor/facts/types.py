@@ -219,6 +219,18 @@ class ModelFacts:
     tie_word_embeddings: bool = False
     params: int | None = None  # total parameters
     torch_dtype: str | None = None
+    # Appended for the memory model (facts/model.py fills them; traits come from model_table.yaml families)
+    model_type: str | None = None  # config.json model_type, e.g. "qwen3"
+    gated_mlp: bool = True  # gate/up/down (SwiGLU, GeGLU) rather than fc1/fc2
+    norms_per_layer: int = 2
+    qk_norm: bool = False  # per-head RMSNorm on queries and keys (Qwen3, Gemma 3)
+    attn_default: str | None = None  # attention LLaMA-Factory falls back to for flash_attn auto, if not sdpa
+    num_experts: int | None = None  # MoE: routed experts per layer
+    num_experts_per_tok: int | None = None
+    moe_intermediate_size: int | None = None
+    shared_expert_intermediate_size: int | None = None
+    params_active: int | None = None  # MoE: parameters used per token
+    embedding_params: int | None = None  # input embeddings (+ untied lm_head): never quantised
 
 
 @dataclass
