@@ -114,10 +114,28 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "--rule {rule}: not among the proposals for this case ({available})",
         "zh": "--rule {rule}:不在本次候选修改中({available})",
     },
+    "patch_cannot_edit": {
+        "en": "{path} cannot be edited in place ({detail})",
+        "zh": "无法在原位修改 {path}({detail})",
+    },
+    "patch_stale": {
+        "en": "{path} changed since the diagnosis: {field} is now {now!r}, the proposal was made for {expected!r}; diagnose again",
+        "zh": "{path} 在诊断后被修改:{field} 现为 {now!r},而修改建议基于 {expected!r};请重新诊断",
+    },
+    "patch_paths_note": {
+        "en": "Relative paths are kept as written; LLaMA-Factory resolves them from the folder the command runs in (run_dir).",
+        "zh": "相对路径保持原样;LLaMA-Factory 以运行命令的目录(run_dir)为起点解析它们。",
+    },
     "patch_written": {"en": "Wrote {folder}", "zh": "已写入 {folder}"},
     "patch_run_with": {"en": "Run it with:", "zh": "运行命令:"},
     "patch_run_dir": {
         "en": "Relative paths in the config ({keys}) resolve from {run_dir}, so the command starts there.",
         "zh": "配置中的相对路径({keys})以 {run_dir} 为起点解析,因此命令在该目录下运行。",
     },
+    "launcher_bad": {"en": "--launcher {launcher!r} cannot be split into words ({detail})", "zh": "--launcher {launcher!r} 无法拆分成命令参数({detail})"},
+    "launcher_empty": {"en": "--launcher {launcher!r} names no program to run", "zh": "--launcher {launcher!r} 没有给出要运行的程序"},
+    "launcher_not_found": {"en": "the launcher program {program!r} was not found (not on PATH, not beside this Python); install LLaMA-Factory here or give --launcher with a full path", "zh": "找不到启动程序 {program!r}(不在 PATH 中,也不在当前 Python 旁边);请在此环境安装 LLaMA-Factory,或用 --launcher 给出完整路径"},
+    "trial_bad_steps": {"en": "--steps must be a whole number of at least 1, got {value!r}", "zh": "--steps 必须是不小于 1 的整数,收到 {value!r}"},
+    "trial_bad_timeout": {"en": "--timeout must be a positive number of seconds, got {value!r}", "zh": "--timeout 必须是正的秒数,收到 {value!r}"},
+    "trial_other_processes": {"en": "other processes already use the GPU, the trial's peak will include them: {listing}", "zh": "GPU 上已有其他进程,试跑的峰值会包含它们的占用:{listing}"},
 }

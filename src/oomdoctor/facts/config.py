@@ -73,7 +73,7 @@ def read_config_text(path: str | os.PathLike[str], *, what: str = "config") -> s
 _WHAT_ZH = {"config": "配置文件", "DeepSpeed config": "DeepSpeed 配置文件"}
 
 
-def _yaml_error_line(err: yaml.YAMLError) -> str:
+def yaml_error_line(err: yaml.YAMLError) -> str:
     """PyYAML errors span several lines; the user gets one: "line 3, column 5: <problem>"."""
     problem = getattr(err, "problem", None) or str(err).splitlines()[0]
     mark = getattr(err, "problem_mark", None)
@@ -89,7 +89,7 @@ def load_yaml_mapping(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise BadInput(msg("yaml_malformed", None, path=p, detail=_yaml_error_line(err))) from None
+        raise BadInput(msg("yaml_malformed", None, path=p, detail=yaml_error_line(err))) from None
     if raw is None:
         raise BadInput(msg("config_empty", None, path=p))
     if not isinstance(raw, dict):
