@@ -1,0 +1,733 @@
+"""Run a short trial of a LLaMA-Factory config and record what happened, in a new folder.
+
+A trial is the course's "try it, then compare": the given config, cut to ``steps`` update steps but still
+passing through the first batch, the first optimizer update, one validation (when the config evaluates) and
+one checkpoint save, launched exactly as the user would launch it, while a sampler records memory. The folder
+holds ``config.yaml`` (what ran), ``change.json`` (when the config came from ``oomdoctor patch``),
+``train.log``, ``gpu-samples.csv`` and ``result.json``; ``oomdoctor compare`` reads only those.
+
+The launcher runs in its own session (process group). At the time limit, on ``stop``, or on Ctrl+C the
+whole group gets SIGTERM, then SIGKILL after a grace period; descendants that left the group are tracked
+and stopped too. A failed trial is never retried and its log is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oomdoctor.errors import BadInput
+from oomdoctor.facts.gpu import GpuSource, NvmlSource, read_gpu
+from oomdoctor.facts.types import ConfigFacts, GpuFacts
+from oomdoctor.i18n import msg
+from oomdoctor.trial.sampler import ProcessTreeRss, Sampler, SampleSnapshot
+
+DEFAULT_LAUNCHER = "llamafactory-cli train"
+TRIAL_OUTPUT = "output"  # output_dir of the trial, inside the trial folder
+TRAINER_LOG = "trainer_log.jsonl"  # LLaMA-Factory's per-log-step record in output_dir
+GRACE_S = 10.0  # SIGTERM -> SIGKILL
+RESULT_SCHEMA = 1
+
+# What the trial always sets in the child's environment (besides the launcher's own VAR=value words).
+# RECORD_VRAM makes LLaMA-Factory log torch's peak allocated/reserved; unbuffered output keeps the log
+# complete when the process is killed.
+TRIAL_ENV = {"RECORD_VRAM": "1", "PYTHONUNBUFFERED": "1"}
+
+_ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
+
+
+@dataclass(frozen=True)
+class TrialProgress:
+    """Training progress as LLaMA-Factory records it (``trainer_log.jsonl``), plus the memory peak so far."""
+
+    steps_done: int
+    total_steps: int | None
+    elapsed_s: float
+    peak_mib: float | None
+    loss: float | None = None
+    eval_loss: float | None = None
+
+
+@dataclass
+class TrialResult:
+    """The outcome of one trial; ``record`` is exactly what ``result.json`` holds."""
+
+    folder: Path
+    record: dict[str, Any]
+    other_gpu_processes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.record["ok"])
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.record["exit_code"]
+
+    @property
+    def outcome(self) -> str:
+        return str(self.record["outcome"])
+
+    @property
+    def peak_memory_mib(self) -> float | None:
+        return self.record["peak_memory_mib"]
+
+    @property
+    def result_path(self) -> Path:
+        return self.folder / "result.json"
+
+
+# --- Launcher ------------------------------------------------------------------------------------------------
+
+
+def parse_launcher(launcher: str) -> tuple[dict[str, str], list[str]]:
+    """``"FORCE_TORCHRUN=1 llamafactory-cli train"`` -> ``({"FORCE_TORCHRUN": "1"}, ["llamafactory-cli", "train"])``.
+
+    Leading ``VAR=value`` words become environment, as in a shell; the rest is the command.
+    """
+    try:
+        words = shlex.split(launcher)
+    except ValueError as err:
+        raise BadInput(msg("launcher_bad", None, launcher=launcher, detail=err)) from None
+    env: dict[str, str] = {}
+    while words and _ENV_WORD.fullmatch(words[0]):
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    if not words:
+        raise BadInput(msg("launcher_empty", None, launcher=launcher))
+    return env, words
+
+
+def resolve_program(program: str, path_env: str | None) -> str | None:
+    """The executable to run: on PATH, or beside this Python (a venv used without activating it)."""
+    if os.sep in program:
+        candidate = Path(program).expanduser()
+        return str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
+    found = shutil.which(program, path=path_env)
+    if found:
+        return found
+    beside = Path(sys.executable).parent / program
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+# --- The config that runs ---------------------------------------------------------------------------------
+
+
+def _yaml_rt() -> Any:
+    from ruamel.yaml import YAML
+
+    yaml = YAML()  # round trip: comments and key order survive
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    return yaml
+
+
+def trial_overrides(config: ConfigFacts, *, steps: int, output_dir: Path) -> dict[str, Any]:
+    """The keys a trial sets so that ``steps`` update steps pass every phase once.
+
+    ``save_steps``/``eval_steps`` = ``steps`` make the last step validate (when the config evaluates with
+    the ``steps`` strategy) and save a checkpoint; an ``epoch`` strategy already does both when training stops.
+    """
+    raw = config.raw
+    changes: dict[str, Any] = {
+        "max_steps": steps,
+        "logging_steps": 1,  # one trainer_log.jsonl line per step: progress and the last good step
+        "output_dir": str(output_dir),
+    }
+    save_strategy = str(raw.get("save_strategy", "steps")).lower()
+    if save_strategy == "steps":
+        changes["save_steps"] = steps
+    if config.do_eval and config.eval_strategy == "steps":
+        changes["eval_steps"] = steps
+    if str(raw.get("report_to", "")).lower() not in ("", "none", "[]"):
+        changes["report_to"] = "none"  # a trial is not an experiment worth tracking (and must not prompt)
+    deepspeed = raw.get("deepspeed")
+    if isinstance(deepspeed, str) and deepspeed and not Path(deepspeed).is_absolute():
+        here = Path(deepspeed)
+        beside_config = Path(config.path).parent / deepspeed
+        if not here.exists() and beside_config.exists():
+            changes["deepspeed"] = str(beside_config.resolve())  # the trial config lives elsewhere
+    return changes
+
+
+def write_trial_config(src: Path, dst: Path, changes: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """Copy the config with ``changes`` applied, keeping comments and key order; ``{key: [old, new]}``."""
+    yaml = _yaml_rt()
+    with src.open(encoding="utf-8-sig") as f:
+        data = yaml.load(f)
+    applied: dict[str, list[Any]] = {}
+    for key, value in changes.items():
+        old = data.get(key)
+        if old != value:
+            applied[key] = [
+                old if old is None or isinstance(old, str | int | float | bool) else str(old),
+                value,
+            ]
+        data[key] = value
+    with dst.open("w", encoding="utf-8") as f:
+        yaml.dump(data, f)
+    return applied
+
+
+# --- Facts for comparing trials ---------------------------------------------------------------------------------
+
+
+def dataset_fingerprint(config: ConfigFacts, cwd: Path) -> str:
+    """sha256 over the dataset files the config names (through ``dataset_dir/dataset_info.json``).
+
+    "unknown" when a name cannot be resolved to local files (a hub dataset, a missing entry or file).
+    """
+    names = list(config.dataset) + [n for n in config.eval_dataset if n not in config.dataset]
+    if not names:
+        return "unknown"
+    dataset_dir = Path(config.dataset_dir).expanduser()
+    if not dataset_dir.is_absolute():
+        dataset_dir = cwd / dataset_dir
+    try:
+        info = json.loads((dataset_dir / "dataset_info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "unknown"
+    digest = hashlib.sha256()
+    for name in names:
+        entry = info.get(name) if isinstance(info, dict) else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("file_name"), str):
+            return "unknown"
+        target = dataset_dir / entry["file_name"]
+        if target.is_dir():
+            files = sorted(p for p in target.rglob("*") if p.is_file())
+        elif target.is_file():
+            files = [target]
+        else:
+            return "unknown"
+        digest.update(json.dumps([name, entry], sort_keys=True).encode())
+        for path in files:
+            digest.update(str(path.relative_to(dataset_dir)).encode())
+            with path.open("rb") as f:
+                for block in iter(lambda f=f: f.read(1 << 20), b""):
+                    digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def _other_processes(gpu: GpuFacts) -> list[dict[str, Any]]:
+    return [
+        {"gpu": dev.index, "pid": p.pid, "name": p.name, "used_mib": p.used_mib}
+        for dev in gpu.devices
+        for p in dev.processes
+    ]
+
+
+# --- Output streaming ---------------------------------------------------------------------------------------------
+
+
+class _LogStreamer:
+    """Copies the child's merged stdout/stderr into train.log line by line.
+
+    A progress bar redraws itself with ``\\r``: each redraw becomes its own line, so the log keeps the step the
+    bar had reached; ``\\r\\n`` is one line end. Bytes are decoded per whole line (UTF-8, replacing errors).
+    """
+
+    def __init__(self, stream: Any, log_path: Path, on_line: Callable[[str], None] | None) -> None:
+        self._stream = stream
+        self._log = log_path.open("w", encoding="utf-8")
+        self._on_line = on_line
+        self.lines = 0
+        self.on_line_errors = 0
+        self._thread = threading.Thread(target=self._run, name="oomdoctor-trial-log", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
+        if not self._thread.is_alive():
+            self._log.close()
+
+    def _emit(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", "replace")
+        self._log.write(line + "\n")
+        self._log.flush()
+        self.lines += 1
+        if self._on_line is not None:
+            try:
+                self._on_line(line)
+            except Exception:  # a display problem must not stop the recording
+                self.on_line_errors += 1
+
+    def _run(self) -> None:
+        buf = b""
+        fd = self._stream.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            if chunk:
+                buf += chunk
+            while True:
+                cut = min((i for i in (buf.find(b"\n"), buf.find(b"\r")) if i >= 0), default=-1)
+                if cut < 0:
+                    break
+                if buf[cut : cut + 1] == b"\r":
+                    if cut + 1 == len(buf) and chunk:
+                        break  # maybe "\r\n" split across reads: wait for the next byte
+                    if buf[cut + 1 : cut + 2] == b"\n":
+                        self._emit(buf[:cut])
+                        buf = buf[cut + 2 :]
+                        continue
+                    if cut:
+                        self._emit(buf[:cut])  # a progress redraw
+                    buf = buf[cut + 1 :]
+                    continue
+                self._emit(buf[:cut])
+                buf = buf[cut + 1 :]
+            if not chunk:
+                break
+        if buf.strip(b"\r"):
+            self._emit(buf.rstrip(b"\r"))
+        self._log.flush()
+
+
+class _ProgressWatcher:
+    """Follows ``trainer_log.jsonl`` as LLaMA-Factory appends to it (whole lines only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._partial = b""
+        self.steps_done = 0
+        self.total_steps: int | None = None
+        self.loss: float | None = None
+        self.eval_loss: float | None = None
+        self.vram_allocated_gib: float | None = None
+        self.vram_reserved_gib: float | None = None
+
+    def poll(self) -> bool:
+        """Read what was appended; True when the completed step count moved."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError:
+            return False
+        self._offset += len(data)
+        data = self._partial + data
+        *lines, self._partial = data.split(b"\n")
+        before = self.steps_done
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                self._take(entry)
+        return self.steps_done != before
+
+    def _take(self, entry: dict[str, Any]) -> None:
+        if isinstance(entry.get("total_steps"), int):
+            self.total_steps = entry["total_steps"]
+        if isinstance(entry.get("current_steps"), int) and ("loss" in entry or "eval_loss" in entry):
+            self.steps_done = max(self.steps_done, entry["current_steps"])
+        if isinstance(entry.get("loss"), int | float):
+            self.loss = float(entry["loss"])
+        if isinstance(entry.get("eval_loss"), int | float):
+            self.eval_loss = float(entry["eval_loss"])
+        for key in ("vram_allocated", "vram_reserved"):
+            value = entry.get(key)
+            if isinstance(value, int | float):
+                attr = f"{key}_gib"
+                current = getattr(self, attr)
+                value = float(value) + 0.0  # -0.0 (seen on CPU) reads as 0.0
+                setattr(self, attr, value if current is None else max(current, value))
+
+
+# --- Stopping the whole tree ---------------------------------------------------------------------------------
+
+
+def _group_members(pgid: int) -> list[Any]:
+    import psutil
+
+    members = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                members.append(proc)
+        except (OSError, psutil.Error):
+            continue
+    return members
+
+
+def _signal_all(pgid: int, tree: ProcessTreeRss, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+    for proc in tree.alive():  # descendants that started their own session
+        with contextlib.suppress(Exception):
+            proc.send_signal(sig)
+
+
+def _stop_everything(proc: subprocess.Popen[bytes], tree: ProcessTreeRss, grace_s: float) -> int:
+    """SIGTERM to the group and every known descendant, SIGKILL after ``grace_s``. Returns how many
+    processes were still running when we started stopping."""
+    survivors = {p.pid for p in _group_members(proc.pid)} | {p.pid for p in tree.alive()}
+    if proc.poll() is None:
+        survivors.add(proc.pid)
+    if not survivors:
+        return 0
+    _signal_all(proc.pid, tree, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        proc.poll()
+        if proc.returncode is not None and not _group_members(proc.pid) and not tree.alive():
+            break
+        time.sleep(0.1)
+    else:
+        _signal_all(proc.pid, tree, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    deadline = time.monotonic() + 5
+    while (_group_members(proc.pid) or tree.alive()) and time.monotonic() < deadline:
+        _signal_all(proc.pid, tree, signal.SIGKILL)
+        time.sleep(0.05)
+    return len(survivors)
+
+
+# --- Reading the results ---------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _diagnosed_cause(
+    config_path: Path, log_path: Path, source: GpuSource | None
+) -> tuple[str | None, str | None]:
+    """What filled the memory, as the rules see it; (cause, error) so a rules failure never loses a result."""
+    try:
+        from oomdoctor.api import run_diagnosis
+
+        diagnosis = run_diagnosis(config_path, log_path, gpu_source=source)
+    except Exception as err:
+        return None, f"{type(err).__name__}: {err}"
+    return diagnosis.cause, None
+
+
+def _run_dir_for(config: ConfigFacts) -> Path:
+    """Where ``llamafactory-cli`` must start so the config's relative paths resolve (as ``oomdoctor patch``
+    decided it, or where those paths exist); the current folder when nothing depends on it."""
+    try:
+        from oomdoctor.patch.writer import find_run_dir
+
+        found, _ = find_run_dir(config.raw, Path(config.path).parent)
+    except ImportError:
+        found = None
+    return found if found is not None else Path.cwd()
+
+
+def _outcome(*, exit_code: int | None, timed_out: bool, stopped: bool, oom: bool) -> str:
+    if timed_out:
+        return "timed_out"
+    if stopped:
+        return "stopped"
+    if oom:
+        return "oom"
+    return "ok" if exit_code == 0 else "failed"
+
+
+# --- The trial ----------------------------------------------------------------------------------------------
+
+
+def run_trial(
+    config_path: str | os.PathLike[str],
+    *,
+    steps: int,
+    out_dir: str | os.PathLike[str],
+    timeout_s: float = 600,
+    launcher: str = DEFAULT_LAUNCHER,
+    source: GpuSource | None = None,
+    interval_s: float = 0.2,
+    on_sample: Callable[[SampleSnapshot], None] | None = None,
+    on_line: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[TrialProgress], None] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    grace_s: float = GRACE_S,
+) -> TrialResult:
+    """Run ``launcher <out_dir>/config.yaml`` for ``steps`` steps and write the trial folder.
+
+    BadInput (nothing written) when the config cannot be read, ``out_dir`` exists, ``steps``/``timeout_s``
+    are not positive or the launcher's program cannot be found. Otherwise the trial always ends with a
+    ``result.json``, whatever the training did. The launcher runs in ``cwd`` (default: the current folder),
+    where relative paths in the config (``dataset_dir``, the model) are resolved, as when the user runs it.
+    """
+    from oomdoctor.facts.config import read_config
+
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise BadInput(msg("trial_bad_steps", None, value=steps))
+    if not timeout_s or timeout_s <= 0:
+        raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))
+    config_file = Path(config_path).expanduser()
+    config = read_config(config_file)
+    folder = Path(out_dir).expanduser()
+    if folder.exists():
+        raise BadInput(msg("out_exists", None, path=folder))
+    change_file = config_file.resolve().parent / "change.json"
+    change = _read_json(change_file) if change_file.is_file() else {}
+    run_dir = Path(cwd).expanduser().resolve() if cwd is not None else _run_dir_for(config)
+    launcher_env, command = parse_launcher(launcher)
+    # the patch's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is part of the change being tried
+    change_env = change.get("env") if isinstance(change.get("env"), dict) else {}
+    env_overrides = {**{str(k): str(v) for k, v in change_env.items()}, **launcher_env, **TRIAL_ENV}
+    env = {**os.environ, **env_overrides}
+    program = resolve_program(command[0], env.get("PATH"))
+    if program is None:
+        raise BadInput(msg("launcher_not_found", None, program=command[0]))
+
+    folder.mkdir(parents=True)
+    folder = folder.resolve()
+    output_dir = folder / TRIAL_OUTPUT
+    trial_config = folder / "config.yaml"
+    overrides = write_trial_config(
+        config_file, trial_config, trial_overrides(config, steps=steps, output_dir=output_dir)
+    )
+    if change_file.is_file():
+        shutil.copyfile(change_file, folder / "change.json")
+    argv = [program, *command[1:], str(trial_config)]
+
+    source = NvmlSource() if source is None else source
+    gpu = read_gpu(source)
+    others = _other_processes(gpu)
+    if others and on_line is not None:
+        listing = ", ".join(f"GPU {p['gpu']} pid {p['pid']} ({p['used_mib'] or 0:,.0f} MiB)" for p in others)
+        on_line("[oomdoctor] " + msg("trial_other_processes", None, listing=listing))
+
+    log_path = folder / "train.log"
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=run_dir,
+        start_new_session=True,
+    )
+    streamer = _LogStreamer(proc.stdout, log_path, on_line)
+    streamer.start()
+    sampler = Sampler(source, pid=proc.pid, interval_s=interval_s, csv_path=folder / "gpu-samples.csv",
+                      on_sample=on_sample)  # fmt: skip
+    tree = sampler.tree if sampler.tree is not None else ProcessTreeRss(proc.pid)
+    sampler.start()
+    progress = _ProgressWatcher(output_dir / TRAINER_LOG)
+
+    def report_progress() -> None:
+        if progress.poll() and on_progress is not None:
+            on_progress(
+                TrialProgress(
+                    progress.steps_done,
+                    progress.total_steps,
+                    time.monotonic() - started,
+                    sampler.peak_mib,
+                    progress.loss,
+                    progress.eval_loss,
+                )  # fmt: skip
+            )
+
+    timed_out = stopped = interrupted = False
+    survivors = 0
+    try:
+        while True:
+            try:
+                proc.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if sampler.tree is None:
+                tree.alive()  # keep learning the tree while NVML does the sampling
+            report_progress()
+            if time.monotonic() - started > timeout_s:
+                timed_out = True
+                break
+            if stop is not None and stop.is_set():
+                stopped = True
+                break
+    except KeyboardInterrupt:
+        stopped = interrupted = True
+    finally:
+        survivors = _stop_everything(proc, tree, grace_s)
+        wall_s = time.monotonic() - started
+        sampler.stop()
+        streamer.join(timeout_s=10)
+
+    report_progress()
+    record = _result_record(
+        folder=folder,
+        config=config,
+        config_file=config_file,
+        trial_config=trial_config,
+        source=source,
+        gpu=gpu,
+        proc=proc,
+        sampler=sampler,
+        progress=progress,
+        steps=steps,
+        wall_s=wall_s,
+        timed_out=timed_out,
+        stopped=stopped,
+        survivors=survivors,
+        others=others,
+        argv=argv,
+        env_overrides=env_overrides,
+        run_dir=run_dir,
+        overrides=overrides,
+        started_at=started_at,
+        timeout_s=timeout_s,
+    )
+    (folder / "result.json").write_text(
+        json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    if interrupted:
+        raise KeyboardInterrupt
+    return TrialResult(folder=folder, record=record, other_gpu_processes=others)
+
+
+def _result_record(
+    *,
+    folder: Path,
+    config: ConfigFacts,
+    config_file: Path,
+    trial_config: Path,
+    source: GpuSource,
+    gpu: GpuFacts,
+    proc: subprocess.Popen[bytes],
+    sampler: Sampler,
+    progress: _ProgressWatcher,
+    steps: int,
+    wall_s: float,
+    timed_out: bool,
+    stopped: bool,
+    survivors: int,
+    others: list[dict[str, Any]],
+    argv: list[str],
+    env_overrides: dict[str, str],
+    run_dir: Path,
+    overrides: dict[str, list[Any]],
+    started_at: str,
+    timeout_s: float,
+) -> dict[str, Any]:
+    from oomdoctor.facts.types import LogFacts
+
+    log_path = folder / "train.log"
+    log_error = None
+    try:
+        from oomdoctor.facts.log import read_log
+
+        log = read_log(log_path)
+    except Exception as err:  # an empty log (killed at once) is still a result; so is a reader failure
+        log, log_error = LogFacts(path=str(log_path)), f"{type(err).__name__}: {err}"
+
+    exit_code = proc.returncode
+    signal_name = None
+    if exit_code is not None and exit_code < 0:
+        with contextlib.suppress(ValueError):
+            signal_name = signal.Signals(-exit_code).name
+    oom, oom_kind, phase = log.oom, log.oom_kind, log.phase
+    if not oom and signal_name == "SIGKILL" and not (timed_out or stopped):
+        # killed from outside, not by us: on a training box that is the kernel's OOM killer
+        oom, oom_kind = True, "killed"
+        phase = log.phase if log.phase not in ("none", None) else "unknown"
+    cause = diagnosis_error = None
+    if oom:
+        cause, diagnosis_error = _diagnosed_cause(trial_config, log_path, source)
+
+    output_dir = folder / TRIAL_OUTPUT
+    train_results = _read_json(output_dir / "train_results.json")
+    eval_results = _read_json(output_dir / "eval_results.json")
+    steps_done = progress.steps_done or log.good_steps or 0
+    eval_loss = progress.eval_loss
+    if eval_loss is None:
+        eval_loss = eval_results.get("eval_loss", log.eval_loss)
+    runtime = train_results.get("train_runtime", log.train_runtime_s)
+    checkpoints = sorted(
+        (p.name for p in output_dir.glob("checkpoint-*") if p.is_dir()),
+        key=lambda n: int(n.rsplit("-", 1)[-1]) if n.rsplit("-", 1)[-1].isdigit() else 0,
+    )
+    peaks = sampler.peaks_mib
+    outcome = _outcome(exit_code=exit_code, timed_out=timed_out, stopped=stopped, oom=oom)
+    record: dict[str, Any] = {
+        "schema": RESULT_SCHEMA,
+        "outcome": outcome,
+        "ok": outcome == "ok",
+        "exit_code": exit_code,
+        "signal": signal_name,
+        "wall_s": round(wall_s, 2),
+        "timed_out": timed_out,
+        "timeout_s": timeout_s,
+        "stopped": stopped,
+        "survivors_stopped": survivors,
+        "peak_memory_mib": round(max(peaks.values()), 1) if peaks else None,
+        "peak_memory_mib_per_gpu": {gpu_id: round(v, 1) for gpu_id, v in sorted(peaks.items())},
+        "peak_source": sampler.source_kind,
+        "samples": sampler.samples_taken,
+        "sample_interval_s": sampler.interval_s,
+        "oom": oom,
+        "oom_kind": oom_kind,
+        "phase": phase,
+        "cause": cause,
+        "error_line": log.error_line,
+        "oom_step": log.step,
+        "requested_mib": log.requested_mib,
+        "steps_requested": steps,
+        "steps_done": steps_done,
+        "total_steps": progress.total_steps or log.total_steps,
+        "train_runtime_s": runtime,
+        "eval_loss": eval_loss,
+        "last_loss": progress.loss if progress.loss is not None else log.last_loss,
+        "checkpoints": checkpoints,
+        "warnings": list(log.warnings),
+        "alloc_retries": log.alloc_retries,
+        "vram_allocated_gib": progress.vram_allocated_gib
+        if progress.vram_allocated_gib is not None
+        else log.vram_allocated_gib,
+        "vram_reserved_gib": progress.vram_reserved_gib
+        if progress.vram_reserved_gib is not None
+        else log.vram_reserved_gib,
+        "other_gpu_processes": others,
+        # comparability: two trials compare only when these agree
+        "model_name_or_path": config.model_name_or_path,
+        "precision": config.precision,
+        "gpu_name": ", ".join(d.name for d in gpu.devices) if gpu.available else None,
+        "gpu_total_mib": gpu.first.total_mib if gpu.first is not None else None,
+        "gpu_reason": gpu.reason,
+        "dataset_fingerprint": dataset_fingerprint(config, run_dir),
+        "command": shlex.join(argv),
+        "argv": argv,
+        "env_overrides": env_overrides,
+        "cwd": str(run_dir),
+        "source_config": str(config_file.resolve()),
+        "trial_overrides": overrides,
+        "started_at": started_at,
+    }
+    if log_error:
+        record["log_error"] = log_error
+    if diagnosis_error:
+        record["diagnosis_error"] = diagnosis_error
+    return record
