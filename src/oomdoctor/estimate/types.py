@@ -27,3 +27,11 @@ class Estimate:
     headroom_mib: float | None = None  # gpu_total - expected high
     model_source: str = "unknown"
     assumptions: list[str] = field(default_factory=list)  # plain-English notes on what was assumed
+    # Appended by the estimator:
+    notes: list[dict[str, str]] = field(default_factory=list)  # the assumptions as {"en": ..., "zh": ...}
+    eval_len: int | None = None  # padded eval length (None when no evaluation runs)
+    allocated_fits: bool | None = None  # peak allocated + CUDA context <= card: False means a certain OOM
+    variable_lengths: bool = True  # batches change shape (no packing): reserved creeps toward the card
+    attention: str = "sdpa"  # eager / sdpa / fa2, as LLaMA-Factory will run it
+    trainable_params: int | None = None
+    tokens_per_micro_batch: int | None = None  # sequences x padded_len of the worst training batch

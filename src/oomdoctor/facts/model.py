@@ -1,0 +1,366 @@
+"""The model's shape: from its config.json when it is on this machine, else from a built-in table.
+
+The estimator needs hidden size, layers, heads, vocabulary and the parameter count. Users name models the
+way they trained them: a hub id (``Qwen/Qwen3-0.6B``), a local folder, a ModelScope cache folder
+(``Qwen3-0___6B``) or a WebUI label (``Qwen3-0.6B-Thinking``). We look for a config.json in the places
+LLaMA-Factory would load from, and fall back to ``model_table.yaml``. Nothing here imports torch or
+transformers: config.json is plain JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from oomdoctor.facts.types import ConfigFacts, ModelFacts
+
+_TABLE_PATH = Path(__file__).with_name("model_table.yaml")
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, Any]:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with _TABLE_PATH.open(encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
+
+
+def family_traits(model_type: str | None) -> dict[str, Any]:
+    """Architecture traits for a config.json ``model_type`` (defaults for unknown types)."""
+    families = _table()["families"]
+    traits = dict(families["default"])
+    traits.update(families.get(model_type or "", {}))
+    return traits
+
+
+# ---------------------------------------------------------------------------------------------- names
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _name_variants(name: str) -> Iterator[str]:
+    """The name, then the name with shape-neutral suffixes and prefixes dropped one at a time."""
+    base = name.strip().rstrip("/\\")
+    base = re.split(r"[/\\]", base)[-1].lower().replace("___", ".").replace("_", "-")
+    table = _table()
+    suffixes = sorted((str(s) for s in table["strip_suffixes"]), key=len, reverse=True)
+    prefixes = [str(p) for p in table["strip_prefixes"]]
+    seen: set[str] = set()
+    current = base
+    while current and current not in seen:
+        seen.add(current)
+        yield current
+        for prefix in prefixes:
+            if current.startswith(prefix):
+                yield current[len(prefix) :]
+        for suffix in suffixes:
+            if current.endswith("-" + suffix):
+                current = current[: -len(suffix) - 1]
+                break
+        else:
+            break
+    for prefix in prefixes:
+        if current.startswith(prefix):
+            yield current[len(prefix) :]
+
+
+@lru_cache(maxsize=1)
+def _name_index() -> dict[str, dict[str, Any]]:
+    index: dict[str, dict[str, Any]] = {}
+    for row in _table()["models"]:
+        for alias in [row["key"], *row.get("names", [])]:
+            index.setdefault(_squash(str(alias)), row)
+    return index
+
+
+def table_keys() -> list[str]:
+    return [row["key"] for row in _table()["models"]]
+
+
+def model_from_name(name: str | None) -> ModelFacts | None:
+    """The built-in shape for a model name (``"Qwen/Qwen3-0.6B"``, ``"qwen3-0.6b"``, ``".../Qwen3-0.6B"``,
+    ``"Qwen3-0.6B-Thinking"``), or None when the table does not know it."""
+    if not name:
+        return None
+    index = _name_index()
+    for variant in _name_variants(name):
+        row = index.get(_squash(variant))
+        if row is not None:
+            return _facts_from_row(row, name)
+    return None
+
+
+def _facts_from_row(row: Mapping[str, Any], name: str) -> ModelFacts:
+    shape = {
+        "model_type": row["model_type"],
+        "hidden_size": row["hidden"],
+        "num_hidden_layers": row["layers"],
+        "num_attention_heads": row["heads"],
+        "num_key_value_heads": row.get("kv_heads", row["heads"]),
+        "intermediate_size": row["intermediate"],
+        "vocab_size": row["vocab"],
+        "tie_word_embeddings": row["tie"],
+    }
+    if "head_dim" in row:
+        shape["head_dim"] = row["head_dim"]
+    if "num_experts" in row:
+        shape["num_experts"] = row["num_experts"]
+        shape["num_experts_per_tok"] = row["experts_per_token"]
+        shape["moe_intermediate_size"] = row["moe_intermediate"]
+    facts = model_from_config_dict(shape, source=f"table:{row['key']}", name=name)
+    facts.torch_dtype = "bfloat16"
+    return facts
+
+
+# ------------------------------------------------------------------------------------ config.json
+
+
+def _first(cfg: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        value = cfg.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def model_from_config_dict(
+    raw: Mapping[str, Any], *, source: str = "config.json", name: str | None = None
+) -> ModelFacts:
+    """ModelFacts from a parsed config.json (nested ``text_config`` of VL models is read too)."""
+    cfg: dict[str, Any] = dict(raw)
+    for nested in ("text_config", "llm_config", "language_config"):
+        sub = raw.get(nested)
+        if isinstance(sub, Mapping) and _first(sub, "hidden_size", "n_embd", "d_model") is not None:
+            cfg = {**{k: v for k, v in raw.items() if k != nested}, **sub}
+            cfg.setdefault("model_type", sub.get("model_type") or raw.get("model_type"))
+            if "tie_word_embeddings" not in sub and "tie_word_embeddings" in raw:
+                cfg["tie_word_embeddings"] = raw["tie_word_embeddings"]
+            break
+    model_type = cfg.get("model_type")
+    traits = family_traits(model_type)
+
+    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
+    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads")
+    kv_heads = _first(cfg, "num_key_value_heads", "multi_query_group_num", "n_head_kv", "num_kv_heads")
+    if kv_heads is None and cfg.get("multi_query_attention") is False:
+        kv_heads = heads
+    head_dim = _first(cfg, "head_dim", "kv_channels")
+    if head_dim is None and hidden and heads:
+        head_dim = int(hidden) // int(heads)
+    intermediate = _first(cfg, "intermediate_size", "ffn_hidden_size", "n_inner")
+    if intermediate is None and hidden:
+        intermediate = 4 * int(hidden)
+    vocab = _first(cfg, "vocab_size", "padded_vocab_size")
+    tie = cfg.get("tie_word_embeddings")
+    if tie is None:
+        tie = bool(traits.get("tie_default", False))
+    num_experts = _first(cfg, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+    shared_i = _first(cfg, "shared_expert_intermediate_size")
+    if shared_i is None and cfg.get("n_shared_experts") and cfg.get("moe_intermediate_size"):
+        shared_i = int(cfg["n_shared_experts"]) * int(cfg["moe_intermediate_size"])
+    architectures = cfg.get("architectures") or raw.get("architectures") or []
+
+    facts = ModelFacts(
+        name=name or cfg.get("_name_or_path") or None,
+        source=source,
+        architecture=architectures[0] if architectures else None,
+        hidden_size=_int(hidden),
+        num_layers=_int(layers),
+        num_attention_heads=_int(heads),
+        num_key_value_heads=_int(kv_heads if kv_heads is not None else heads),
+        head_dim=_int(head_dim),
+        intermediate_size=_int(intermediate),
+        vocab_size=_int(vocab),
+        tie_word_embeddings=bool(tie),
+        torch_dtype=_first(cfg, "torch_dtype", "dtype"),
+        model_type=model_type,
+        gated_mlp=traits.get("mlp", "gated") == "gated",
+        norms_per_layer=int(traits.get("norms_per_layer", 2)),
+        qk_norm=bool(traits.get("qk_norm", False)),
+        attn_default=traits.get("attn_default"),
+        num_experts=_int(num_experts) if num_experts else None,
+        num_experts_per_tok=_int(_first(cfg, "num_experts_per_tok", "moe_topk", "top_k")) if num_experts else None,
+        moe_intermediate_size=_int(_first(cfg, "moe_intermediate_size")) if num_experts else None,
+        shared_expert_intermediate_size=_int(shared_i) if num_experts and shared_i else None,
+    )
+    if all(v is not None for v in (facts.hidden_size, facts.num_layers, facts.num_attention_heads, facts.vocab_size)):
+        total, active, embedding = count_params(facts, traits, first_dense_layers=_int(cfg.get("first_k_dense_replace")) or 0)
+        facts.params, facts.params_active, facts.embedding_params = total, active, embedding
+    return facts
+
+
+def _int(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def count_params(
+    model: ModelFacts, traits: Mapping[str, Any] | None = None, *, first_dense_layers: int = 0
+) -> tuple[int, int, int]:
+    """(total, active per token, embedding) parameters from the shape.
+
+    Embeddings, attention with grouped KV heads, the MLP (three matrices when gated), norms, the lm_head
+    unless tied; MoE layers count every expert in the total and ``num_experts_per_tok`` in the active count.
+    """
+    traits = traits if traits is not None else family_traits(model.model_type)
+    h = model.hidden_size or 0
+    layers = model.num_layers or 0
+    heads = model.num_attention_heads or 0
+    kv = model.num_key_value_heads or heads
+    hd = model.head_dim or (h // heads if heads else 0)
+    inter = model.intermediate_size or 4 * h
+    vocab = model.vocab_size or 0
+    linear_bias = bool(traits.get("linear_bias"))
+    norm_params = 2 * h if traits.get("norm") == "layernorm" else h  # LayerNorm carries a bias
+
+    q_dim, kv_dim = heads * hd, kv * hd
+    attention = h * q_dim + 2 * h * kv_dim + q_dim * h
+    if traits.get("qkv_bias") or linear_bias:
+        attention += q_dim + 2 * kv_dim
+    if linear_bias:
+        attention += h
+    if model.qk_norm:
+        attention += 2 * hd
+
+    def dense_mlp(width: int) -> int:
+        if model.gated_mlp:
+            return 3 * h * width
+        return 2 * h * width + ((width + h) if linear_bias else 0)
+
+    mlp_dense = dense_mlp(inter)
+    norms = model.norms_per_layer * norm_params
+    if model.num_experts:
+        expert = dense_mlp(model.moe_intermediate_size or inter)
+        shared = dense_mlp(model.shared_expert_intermediate_size) + h if model.shared_expert_intermediate_size else 0
+        router = h * model.num_experts
+        moe_total = model.num_experts * expert + shared + router
+        moe_active = (model.num_experts_per_tok or 1) * expert + shared + router
+        dense_layers = min(first_dense_layers, layers)
+        sparse_layers = layers - dense_layers
+        per_dense = attention + mlp_dense + norms
+        body_total = dense_layers * per_dense + sparse_layers * (attention + moe_total + norms)
+        body_active = dense_layers * per_dense + sparse_layers * (attention + moe_active + norms)
+    else:
+        body_total = body_active = layers * (attention + mlp_dense + norms)
+
+    embedding = vocab * h
+    head = 0 if model.tie_word_embeddings else vocab * h + (vocab if linear_bias else 0)
+    final_norm = norm_params
+    total = embedding + body_total + head + final_norm
+    active = embedding + body_active + head + final_norm
+    return total, active, embedding + head
+
+
+# ---------------------------------------------------------------------------------------- lookups
+
+
+def _hf_hub_dirs(environ: Mapping[str, str]) -> list[Path]:
+    dirs: list[Path] = []
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if environ.get(key):
+            dirs.append(Path(environ[key]).expanduser())
+    if environ.get("HF_HOME"):
+        dirs.append(Path(environ["HF_HOME"]).expanduser() / "hub")
+    dirs.append(Path("~/.cache/huggingface/hub").expanduser())
+    return dirs
+
+
+def _modelscope_dirs(environ: Mapping[str, str]) -> list[Path]:
+    dirs: list[Path] = []
+    if environ.get("MODELSCOPE_CACHE"):
+        root = Path(environ["MODELSCOPE_CACHE"]).expanduser()
+        dirs += [root / "models", root, root / "hub" / "models", root / "hub"]
+    home = Path("~/.cache/modelscope/hub").expanduser()
+    dirs += [home / "models", home]
+    return dirs
+
+
+def _hf_snapshot_config(repo_dir: Path) -> Path | None:
+    """config.json of the snapshot refs/main points to, else of the newest snapshot."""
+    snapshots = repo_dir / "snapshots"
+    ref = repo_dir / "refs" / "main"
+    if ref.is_file():
+        candidate = snapshots / ref.read_text(encoding="utf-8").strip() / "config.json"
+        if candidate.is_file():
+            return candidate
+    if not snapshots.is_dir():
+        return None
+    found = [p for p in snapshots.glob("*/config.json") if p.is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def find_config_json(
+    name_or_path: str, *, base_dir: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Path | None:
+    """Where the model's config.json is on this machine: a local folder, the Hugging Face cache or the
+    ModelScope cache (``.`` in names is stored as ``___`` there). None when it is nowhere."""
+    env = os.environ if environ is None else environ
+    raw = name_or_path.strip()
+    local_candidates = [Path(raw).expanduser()]
+    if base_dir is not None and not Path(raw).is_absolute():
+        local_candidates.append(base_dir / raw)
+    for candidate in local_candidates:
+        if candidate.is_dir() and (candidate / "config.json").is_file():
+            return candidate / "config.json"
+        if candidate.is_file() and candidate.name == "config.json":
+            return candidate
+
+    parts = [p for p in raw.split("/") if p]
+    if len(parts) != 2 or raw.startswith(("/", ".", "~")):
+        return None  # not a hub id ("Org/Name"); a missing local path is matched by name instead
+    org, model = parts
+    for hub in _hf_hub_dirs(env):
+        found = _hf_snapshot_config(hub / f"models--{org}--{model}")
+        if found is not None:
+            return found
+    for root in _modelscope_dirs(env):
+        for folder in (model, model.replace(".", "___")):
+            candidate = root / org / folder / "config.json"
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def read_config_json(path: Path, *, name: str | None = None) -> ModelFacts | None:
+    """ModelFacts from a config.json file; None when it cannot be read as a JSON object."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    facts = model_from_config_dict(raw, source=f"config.json:{path}", name=name)
+    if facts.hidden_size is None or facts.num_layers is None:
+        return None
+    return facts
+
+
+def read_model(config: ConfigFacts, *, environ: Mapping[str, str] | None = None) -> ModelFacts:
+    """The model's shape for a training config: config.json on this machine first, then the built-in
+    table; a ModelFacts with ``source="unknown"`` (and no shape) when neither knows the model."""
+    name = config.model_name_or_path
+    if not name:
+        return ModelFacts(name=None, source="unknown")
+    base_dir = Path(config.path).parent if config.path and not config.path.startswith("<") else None
+    path = find_config_json(name, base_dir=base_dir, environ=environ)
+    if path is not None:
+        facts = read_config_json(path, name=name)
+        if facts is not None:
+            return facts
+    facts = model_from_name(name)
+    if facts is not None:
+        return facts
+    return ModelFacts(name=name, source="unknown")
