@@ -173,7 +173,7 @@ def _same(written: Any, expected: Any) -> bool:
 
 def _check_not_stale(source: Path, raw: dict[str, Any], proposal: Proposal) -> None:
     for key, (old, _new) in proposal.changes.items():
-        if key in raw and raw[key] is not None and old is not None and key != "deepspeed":
+        if key in raw and raw[key] is not None and old is not None and key not in ("deepspeed", "output_dir"):
             if not _same(raw[key], old):
                 raise BadInput(msg("patch_stale", None, path=source, field=key, now=raw[key], expected=old))
 

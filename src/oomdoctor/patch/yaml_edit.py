@@ -90,6 +90,8 @@ def _plain_ok(text: str) -> bool:
         return False
     if text[0] in "-?:,[]{}#&*!|>'\"%@`" or ": " in text or " #" in text or text.endswith(":"):
         return False
+    if text[0] in "+.0123456789":  # OmegaConf reads more spellings as numbers than PyYAML (5e-05)
+        return False
     try:
         return yaml.safe_load(text) == text
     except yaml.YAMLError:
@@ -249,7 +251,7 @@ def apply_edits(text: str, edits: list[KeyEdit], *, rule: str) -> EditResult:
             replacements.append((entry.line, entry.last, [f"# {MARK}: {note}{line_nl}"]))
             result.removed.append(edit.key)
             continue
-        quote = old_text[0] if old_text[:1] in _QUOTES and isinstance(edit.value, str) else None
+        quote = old_text[0] if entry.single_line and old_text[:1] in _QUOTES and isinstance(edit.value, str) else None
         rendered = render_scalar(edit.value, quote=quote)
         note = edit.note or f"was {old_text if old_text else 'empty'}"
         comment = _without_marker(comment)
