@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK, BadInput
@@ -82,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
     from oomdoctor.patch import write_patched_config
 
     lang = args.lang
+    out = Path(args.out).expanduser()
+    if out.exists() or out.is_symlink():  # before the diagnosis, which may take a while
+        raise BadInput(msg("out_exists", None, path=out.absolute()))
     answers = parse_answers(args.answer)
     diagnosis = run_diagnosis(args.config, args.log, answers=answers)
     proposal = choose_proposal(diagnosis, args.rule)
