@@ -248,3 +248,18 @@ def suggest_trial_folder(root: str | os.PathLike[str], rule_id: str) -> Path:
         if not candidate.exists():
             return candidate
         number += 1
+
+
+TRIAL_RUN_NAME = "trial"
+
+
+def trial_run_folder(change_folder: str | os.PathLike[str]) -> Path:
+    """Where a short trial of a written change records its run: ``<change folder>/trial``, then
+    ``trial-2``, ... when the change is tried again (a trial never reuses a folder)."""
+    base = Path(change_folder) / TRIAL_RUN_NAME
+    if not base.exists():
+        return base
+    number = 2
+    while (candidate := base.with_name(f"{TRIAL_RUN_NAME}-{number}")).exists():
+        number += 1
+    return candidate

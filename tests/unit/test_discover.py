@@ -41,11 +41,17 @@ def project(tmp_path: Path) -> Path:
 
 def test_newest_first_and_pairs_by_folder_and_stem(project: Path) -> None:
     result = find_runs(project)
-    runs = [(r.config and r.config.relative_to(project), r.log and r.log.relative_to(project)) for r in result.runs]
+    runs = [
+        (r.config and r.config.relative_to(project), r.log and r.log.relative_to(project))
+        for r in result.runs
+    ]
     assert runs == [
         (None, Path("nohup.out")),
         (Path("configs/qwen_lora.yaml"), Path("qwen_lora.log")),
-        (Path("saves/Qwen3/lora/train_1/training_args.yaml"), Path("saves/Qwen3/lora/train_1/running_log.txt")),
+        (
+            Path("saves/Qwen3/lora/train_1/training_args.yaml"),
+            Path("saves/Qwen3/lora/train_1/running_log.txt"),
+        ),
     ]
     assert result.runs[1].mtime_s == 2_100  # the newer of config and log
     assert not result.stopped_early
@@ -123,3 +129,14 @@ def test_suggest_trial_folder_numbers_after_existing(tmp_path: Path) -> None:
 def test_rule_short_name() -> None:
     assert rule_short_name("first_batch.halve_micro_batch") == "halve_micro_batch"
     assert rule_short_name("...") == "change"
+
+
+def test_trial_run_folder_never_reuses_one(tmp_path: Path) -> None:
+    from oomdoctor.discover import trial_run_folder
+
+    change = tmp_path / "trials/01-halve_micro_batch"
+    assert trial_run_folder(change) == change / "trial"
+    (change / "trial").mkdir(parents=True)
+    assert trial_run_folder(change) == change / "trial-2"
+    (change / "trial-2").mkdir()
+    assert trial_run_folder(change) == change / "trial-3"

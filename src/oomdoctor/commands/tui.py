@@ -1,0 +1,42 @@
+"""``oomdoctor`` / ``oomdoctor tui``: the interactive app. Textual is imported only inside ``run``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from oomdoctor.errors import EXIT_OK, BadInput
+from oomdoctor.i18n import msg
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="LLaMA-Factory training YAML (default: the newest run found here)")
+    parser.add_argument(
+        "--log", help="training log: console capture, nohup.out, running_log.txt, trainer_log.jsonl"
+    )
+    parser.add_argument(
+        "--trial-steps", type=int, default=None, help="optimizer steps of a short trial (default 20)"
+    )
+
+
+def check_file(path: str | None, what: str, what_zh: str) -> Path | None:
+    """A one-line error before the screen opens, rather than a dialog after."""
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.exists():
+        raise BadInput(msg("file_missing", None, what=what, what_zh=what_zh, path=path))
+    if not p.is_file():
+        raise BadInput(msg("not_a_file", None, path=path))
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from oomdoctor.tui.factory import DEFAULT_TRIAL_STEPS, build_app
+
+    config = check_file(getattr(args, "config", None), "config", "配置")
+    log = check_file(getattr(args, "log", None), "log", "日志")
+    steps = getattr(args, "trial_steps", None) or DEFAULT_TRIAL_STEPS
+    app = build_app(config, log, args.lang, trial_steps=steps)
+    result = app.run()
+    return int(result) if result is not None else EXIT_OK

@@ -1,0 +1,354 @@
+"""The interactive oomdoctor: a thin shell over the headless core.
+
+The app owns every blocking call (scanning the folder, reading files, diagnosing, writing a patch,
+running a trial) as a thread worker that reports back only by posting a past-tense message; one
+``Worker.StateChanged`` handler turns any failure into an error dialog with a one-line message.
+Screens are views over ``self.session``. Build it with ``oomdoctor.tui.factory.build_app``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from oomdoctor.errors import BadInput
+from oomdoctor.tui.bindings import localize_bindings
+from oomdoctor.tui.screens import DoctorScreen, ErrorScreen, MainScreen, PickerScreen
+from oomdoctor.tui.session import HistoryEntry, Session, TrialFeed
+from oomdoctor.tui.strings import t
+from oomdoctor.tui.widgets import QuestionPanel
+
+if TYPE_CHECKING:
+    from oomdoctor.diagnosis import Diagnosis, Proposal
+    from oomdoctor.discover import ScanResult
+    from oomdoctor.facts.gpu import GpuSource
+    from oomdoctor.patch import PatchResult
+    from oomdoctor.rules.facts import Facts
+    from oomdoctor.trial import TrialProgress
+    from oomdoctor.trial.sampler import SampleSnapshot
+
+# oomdoctor.trial.run_trial: (config_path, *, steps, out_dir, source, on_sample, on_line, on_progress, stop,
+# cwd) -> TrialResult
+TrialLauncher = Callable[..., Any]
+Clock = Callable[[], float]
+
+
+class OomDoctorApp(App[int]):
+    CSS_PATH = "oomdoctor.tcss"
+    TITLE = "oomdoctor"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding("l", "toggle_lang", "中文", id="lang", tooltip="Switch the interface language"),
+        Binding("q", "quit", "Quit", id="quit", tooltip="Leave oomdoctor"),
+    ]
+
+    # Past-tense messages posted by the workers below (the app is their sender).
+    @dataclass
+    class RunsFound(Message):
+        scan: ScanResult
+        at_start: bool
+
+    @dataclass
+    class RunLoaded(Message):
+        config: Path | None
+        log: Path | None
+        facts: Facts
+
+    @dataclass
+    class DiagnosisReady(Message):
+        facts: Facts
+        diagnosis: Diagnosis
+
+    @dataclass
+    class PatchWritten(Message):
+        result: PatchResult
+        proposal: Proposal
+        parent: str | None
+
+    @dataclass
+    class TrialSampled(Message):
+        """Many a second: only the newest pending one is handled (the feed keeps the history)."""
+
+        snapshot: SampleSnapshot
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, OomDoctorApp.TrialSampled)
+
+    @dataclass
+    class TrialLogGrew(Message):
+        """New lines are waiting in the feed; one pending notice is enough."""
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, OomDoctorApp.TrialLogGrew)
+
+    @dataclass
+    class TrialFinished(Message):
+        feed: TrialFeed
+        result: Any  # oomdoctor.trial.TrialResult
+        comparison: Any  # oomdoctor.trial.Comparison
+
+    def __init__(
+        self,
+        *,
+        session: Session,
+        gpu_source: GpuSource | None,
+        trial_launcher: TrialLauncher,
+        clock: Clock = time.monotonic,
+        trial_steps: int = 20,
+        scan_at_start: bool = False,
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self.gpu_source = gpu_source
+        self.trial_launcher = trial_launcher
+        self.clock = clock
+        self.trial_steps = trial_steps
+        self.scan_at_start = scan_at_start
+        self.trial_feed: TrialFeed | None = None
+        self.trial_stop: threading.Event | None = None
+
+    # Start-up ------------------------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        localize_bindings(self, self.session.lang)
+        self.push_screen(MainScreen())
+        if self.session.config is not None or self.session.log is not None:
+            self.open_run(self.session.config, self.session.log, is_demo=self.session.is_demo)
+        else:
+            self.push_screen(PickerScreen())
+            self.scan_runs(at_start=self.scan_at_start)
+
+    @property
+    def main_screen(self) -> MainScreen:
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                return screen
+        raise LookupError("no main screen")  # pragma: no cover - pushed in on_mount
+
+    def show_picker(self) -> None:
+        if not isinstance(self.screen, PickerScreen):
+            self.push_screen(PickerScreen())
+        self.scan_runs(at_start=False)
+
+    def open_run(self, config: Path | None, log: Path | None, *, is_demo: bool = False) -> None:
+        self.session.open_run(config, log, is_demo=is_demo)
+        self.call_later(self.main_screen.refresh_view)
+        self.load_run(config, log)
+
+    # Workers ---------------------------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="scan")
+    def scan_runs(self, at_start: bool = False) -> None:
+        from oomdoctor.discover import find_runs
+
+        worker = get_current_worker()
+        scan = find_runs(self.session.cwd, is_cancelled=lambda: worker.is_cancelled)
+        if not worker.is_cancelled:
+            self.post_message(self.RunsFound(scan, at_start))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="diagnose")
+    def load_run(self, config: Path | None, log: Path | None) -> None:
+        from oomdoctor.api import gather
+        from oomdoctor.rules.engine import diagnose
+
+        facts = gather(config, log, gpu_source=self.gpu_source)
+        self.post_message(self.RunLoaded(config, log, facts))
+        self.post_message(self.DiagnosisReady(facts, diagnose(facts)))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="diagnose")
+    def rediagnose(self, facts: Facts) -> None:
+        """Walk the nodes again with the answers given so far; the files are not read again."""
+        from oomdoctor.rules.engine import diagnose
+
+        self.post_message(self.DiagnosisReady(facts, diagnose(facts)))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="patch")
+    def write_patch(self, proposal: Proposal, folder: Path) -> None:
+        from oomdoctor.patch import write_patched_config
+
+        config = self.session.config
+        if config is None:
+            raise BadInput(t("proposal_no_config", self.session.lang))
+        parent = self.session.trial_parent()
+        result = write_patched_config(config, proposal, folder, parent=parent)
+        self.post_message(self.PatchWritten(result, proposal, parent))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="trial")
+    def run_trial(self, feed: TrialFeed, stop: threading.Event) -> None:
+        from oomdoctor.trial import compare_trials
+
+        entry = feed.entry
+
+        def on_sample(snapshot: SampleSnapshot) -> None:
+            feed.add_sample(snapshot)
+            self.post_message(self.TrialSampled(snapshot))
+
+        def on_line(line: str) -> None:
+            feed.add_line(line)
+            self.post_message(self.TrialLogGrew())
+
+        def on_progress(progress: TrialProgress) -> None:
+            feed.set_progress(progress)
+            self.post_message(self.TrialLogGrew())
+
+        result = self.trial_launcher(
+            entry.config_path,
+            steps=self.trial_steps,
+            out_dir=feed.out_dir,
+            source=self.gpu_source,
+            on_sample=on_sample,
+            on_line=on_line,
+            on_progress=on_progress,
+            stop=stop,
+            cwd=entry.run_dir,
+        )
+        dirs = [Path(entry.parent), feed.out_dir] if entry.parent else [feed.out_dir]
+        comparison = compare_trials(dirs)
+        self.post_message(self.TrialFinished(feed, result, comparison))
+
+    def start_trial(self, entry: HistoryEntry) -> None:
+        """A short trial of a written change, in a new folder inside it; one trial at a time."""
+        from oomdoctor.discover import trial_run_folder
+        from oomdoctor.tui.trial_screen import TrialScreen
+
+        if self.trial_feed is not None and not self.trial_feed.done:
+            return
+        feed = TrialFeed(entry, trial_run_folder(entry.folder), self.clock())
+        stop = threading.Event()
+        self.trial_feed, self.trial_stop = feed, stop
+        entry.outcome = "running"
+        entry.trial_dirs.append(feed.out_dir)
+        self.push_screen(TrialScreen(feed))
+        self.run_trial(feed, stop)
+
+    def stop_trial(self) -> None:
+        """Stop only the trial this app launched: the core stops its process group."""
+        if self.trial_stop is not None:
+            self.trial_stop.set()
+
+    # Worker results ---------------------------------------------------------------------------------------------
+    @on(Worker.StateChanged)
+    def _worker_state(self, event: Worker.StateChanged) -> None:
+        """The one place failures surface: an error dialog with the one-line message."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        if isinstance(error, BadInput):
+            message = str(error)
+        else:
+            message = t("error_unexpected", self.session.lang, kind=type(error).__name__, detail=error)
+        if event.worker.group == "diagnose":
+            self.session.loading = False
+            self.call_later(self.main_screen.refresh_view)
+        if event.worker.group == "trial" and self.trial_feed is not None:
+            self.trial_feed.finish(None, None, error=message)
+            self.trial_feed.entry.outcome = "failed"
+            self.call_later(self._refresh_trial_screen)
+        self.push_screen(ErrorScreen(message))
+
+    @on(RunsFound)
+    async def _runs_found(self, event: RunsFound) -> None:
+        self.session.scan = event.scan
+        if event.at_start and event.scan.runs and isinstance(self.screen, PickerScreen):
+            newest = event.scan.runs[0]
+            self.pop_screen()
+            self.open_run(newest.config, newest.log)
+            return
+        if isinstance(self.screen, PickerScreen):
+            await self.screen.refresh_view()
+
+    @on(PickerScreen.RunPicked)
+    def _run_picked(self, event: PickerScreen.RunPicked) -> None:
+        if isinstance(self.screen, PickerScreen):
+            self.pop_screen()
+        self.open_run(event.config, event.log, is_demo=event.is_demo)
+
+    @on(RunLoaded)
+    async def _run_loaded(self, event: RunLoaded) -> None:
+        self.session.facts = event.facts
+        await self.main_screen.refresh_view()
+
+    @on(DiagnosisReady)
+    async def _diagnosis_ready(self, event: DiagnosisReady) -> None:
+        self.session.set_diagnosis(event.facts, event.diagnosis)
+        await self.main_screen.refresh_view()
+
+    @on(QuestionPanel.Answered)
+    def _answered(self, event: QuestionPanel.Answered) -> None:
+        facts = self.session.facts
+        if facts is None:
+            return
+        facts.answers[event.key] = event.value
+        self.rediagnose(facts)
+
+    @on(QuestionPanel.Skipped)
+    async def _skipped(self, event: QuestionPanel.Skipped) -> None:
+        self.session.skipped.add(event.key)
+        await self.main_screen.refresh_view()
+
+    @on(PatchWritten)
+    async def _patch_written(self, event: PatchWritten) -> None:
+        session = self.session
+        result, proposal = event.result, event.proposal
+        session.patch, session.patch_rule = result, proposal.rule
+        session.history.append(
+            HistoryEntry(
+                folder=Path(result.folder),
+                config_path=Path(result.config_path),
+                rule=proposal.rule,
+                title=dict(proposal.title),
+                changes=dict(proposal.changes),
+                command=result.command,
+                parent=event.parent,
+                run_dir=Path(result.run_dir) if result.run_dir is not None else None,
+            )
+        )
+        await self.main_screen.refresh_view()
+
+    @on(TrialSampled)
+    @on(TrialLogGrew)
+    def _trial_progress(self) -> None:
+        self._refresh_trial_screen()
+
+    @on(TrialFinished)
+    async def _trial_finished(self, event: TrialFinished) -> None:
+        feed = event.feed
+        feed.finish(event.result, event.comparison)
+        feed.entry.outcome = feed.outcome or "failed"
+        feed.entry.peak_mib = feed.peak_mib
+        self._refresh_trial_screen()
+        await self.main_screen.refresh_view()
+
+    def _refresh_trial_screen(self) -> None:
+        from oomdoctor.tui.trial_screen import TrialScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, TrialScreen):
+                screen.update_from_feed()
+
+    def rediagnose_trial(self, feed: TrialFeed) -> None:
+        """The trial still failed: its config.yaml and train.log become the run on screen."""
+        log = feed.out_dir / "train.log"
+        config = feed.out_dir / "config.yaml"
+        self.open_run(config if config.is_file() else feed.entry.config_path, log if log.is_file() else None)
+
+    # App actions -----------------------------------------------------------------------------------------------
+    async def action_toggle_lang(self) -> None:
+        self.session.lang = "zh" if self.session.lang == "en" else "en"
+        localize_bindings(self, self.session.lang)
+        for screen in self.screen_stack:
+            if isinstance(screen, DoctorScreen):
+                await screen.relabel()
+        self.refresh_bindings()
+
+    async def action_quit(self) -> None:
+        self.stop_trial()
+        self.exit(0)

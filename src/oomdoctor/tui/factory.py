@@ -1,0 +1,73 @@
+"""Build the domain objects first, then the app around them; tests call the same factory with fakes
+(a scripted GPU source, a trial launcher that writes a trial folder, a fixed clock)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from oomdoctor.i18n import Lang, default_lang
+from oomdoctor.resources import configs_dir
+
+if TYPE_CHECKING:
+    from oomdoctor.facts.gpu import GpuSource
+    from oomdoctor.tui.app import Clock, OomDoctorApp, TrialLauncher
+
+# The bundled demo case: the course config and a log of its out-of-memory run.
+DEMO_CONFIG = "keywords_clean_train.yaml"
+DEMO_LOG = "demo/train.log"
+# Optimizer steps of a "short trial": enough to pass the first batch, an eval and a save when the
+# config's eval/save steps are small, short enough to wait for.
+DEFAULT_TRIAL_STEPS = 20
+
+
+def demo_paths() -> tuple[Path, Path]:
+    base = configs_dir()
+    return base / DEMO_CONFIG, base / DEMO_LOG
+
+
+def build_app(
+    config: str | os.PathLike[str] | None = None,
+    log: str | os.PathLike[str] | None = None,
+    lang: Lang | None = None,
+    gpu_source: GpuSource | None = None,
+    trial_launcher: TrialLauncher | None = None,
+    clock: Clock | None = None,
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    demo: bool = False,
+    scan_at_start: bool = True,
+    trial_steps: int = DEFAULT_TRIAL_STEPS,
+) -> OomDoctorApp:
+    """The app for one session. With neither ``config`` nor ``log`` (and not ``demo``) it scans ``cwd``
+    for runs and opens the newest (``scan_at_start``), else shows the picker."""
+    from oomdoctor.tui.app import OomDoctorApp
+    from oomdoctor.tui.session import Session
+
+    if demo:
+        config, log = demo_paths()
+    if gpu_source is None:
+        from oomdoctor.facts.gpu import NvmlSource
+
+        gpu_source = NvmlSource()
+    if trial_launcher is None:
+        from oomdoctor.trial import run_trial
+
+        trial_launcher = run_trial
+    session = Session(
+        cwd=Path(cwd if cwd is not None else Path.cwd()).resolve(),
+        lang=lang or default_lang(),
+        config=Path(config) if config is not None else None,
+        log=Path(log) if log is not None else None,
+        is_demo=demo,
+    )
+    return OomDoctorApp(
+        session=session,
+        gpu_source=gpu_source,
+        trial_launcher=trial_launcher,
+        clock=clock or time.monotonic,
+        trial_steps=trial_steps,
+        scan_at_start=scan_at_start,
+    )

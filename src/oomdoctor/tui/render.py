@@ -1,0 +1,329 @@
+"""Turn facts and proposals into the lines the TUI shows. Pure functions, no textual, no I/O.
+
+Everything here formats what the core decided; nothing decides anything. Kept apart from the widgets so
+the wording is unit-tested without running an app.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from oomdoctor.i18n import Lang, pick
+from oomdoctor.tui.strings import TEXTS, t
+
+if TYPE_CHECKING:
+    from oomdoctor.diagnosis import Diagnosis, EstimatedEffect, Proposal
+    from oomdoctor.rules.facts import Facts
+
+
+def fmt_mib(mib: float | None, lang: Lang = "en") -> str:
+    """``512 MiB`` below a GiB, ``2.00 GiB`` above: how the OOM message itself writes sizes."""
+    if mib is None:
+        return t("value_na", lang)
+    if abs(mib) >= 1024:
+        return f"{mib / 1024:.2f} GiB"
+    return f"{mib:.0f} MiB"
+
+
+def fmt_count(n: int | None) -> str:
+    """``596049920`` -> ``596M``; ``7615616512`` -> ``7.6B``."""
+    if n is None:
+        return "?"
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            value = n / size
+            return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
+    return str(n)
+
+
+def yaml_scalar(value: Any) -> str:
+    """How a value reads in a LLaMA-Factory YAML (``true``, ``null``, ``2``, ``ds_z3.json``)."""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def phase_name(phase: str, lang: Lang) -> str:
+    key = f"phase_{phase}"
+    return t(key, lang) if key in TEXTS else phase
+
+
+def cause_name(cause: str, lang: Lang) -> str:
+    key = f"cause_{cause}"
+    return t(key, lang) if key in TEXTS else cause
+
+
+def term_name(term: str, lang: Lang) -> str:
+    key = f"term_{term}"
+    return t(key, lang) if key in TEXTS else term
+
+
+def oom_summary(diagnosis: Diagnosis | None, facts: Facts | None, lang: Lang) -> str:
+    """One line: where memory ran out, what filled it, and the numbers from the OOM message."""
+    if facts is not None and facts.log is None:
+        return t("oom_no_log", lang)
+    if diagnosis is None or not diagnosis.oom:
+        return t("oom_none", lang)
+    parts = [t("oom_at", lang, phase=phase_name(diagnosis.phase, lang))]
+    if diagnosis.step is not None:
+        total = facts.log.total_steps if facts is not None and facts.log is not None else None
+        parts.append(
+            t("oom_step_of", lang, step=diagnosis.step, total=total)
+            if total
+            else t("oom_step", lang, step=diagnosis.step)
+        )
+    if diagnosis.cause and diagnosis.cause != "unknown":
+        parts.append(t("oom_filled_by", lang, cause=cause_name(diagnosis.cause, lang)))
+    if diagnosis.requested_mib is not None:
+        if diagnosis.free_mib is not None and diagnosis.capacity_mib is not None:
+            parts.append(
+                t(
+                    "oom_requested",
+                    lang,
+                    requested=fmt_mib(diagnosis.requested_mib, lang),
+                    free=fmt_mib(diagnosis.free_mib, lang),
+                    capacity=fmt_mib(diagnosis.capacity_mib, lang),
+                )
+            )
+        else:
+            parts.append(t("oom_requested_short", lang, requested=fmt_mib(diagnosis.requested_mib, lang)))
+    if diagnosis.reserved_unallocated_mib:
+        parts.append(t("oom_reserved", lang, reserved=fmt_mib(diagnosis.reserved_unallocated_mib, lang)))
+    return "; ".join(parts) if lang == "en" else ";".join(parts)
+
+
+def facts_rows(facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang) -> list[tuple[str, str]]:
+    """(label, value) rows of the facts view: the config as LLaMA-Factory will run it, the GPU, the OOM."""
+    rows: list[tuple[str, str]] = []
+    cfg = facts.config if facts is not None else None
+    if cfg is None:
+        rows.append((t("facts_model", lang), t("facts_no_config", lang)))
+    else:
+        model = cfg.model_name_or_path or t("facts_unknown", lang)
+        params = facts.model.params if facts is not None and facts.model is not None else None
+        if params:
+            model += f" ({t('facts_params', lang, params=fmt_count(params))})"
+        rows.append((t("facts_model", lang), model))
+
+        if cfg.finetuning_type == "lora" and cfg.quantization_bit:
+            method = t("facts_method_qlora", lang, bits=cfg.quantization_bit)
+        else:
+            method = cfg.finetuning_type
+        if cfg.stage and cfg.stage != "sft":
+            method += f", {t('facts_stage', lang, stage=cfg.stage)}"
+        rows.append((t("facts_method", lang), method))
+
+        key = "facts_batch_value_gpus" if cfg.world_size > 1 else "facts_batch_value"
+        rows.append(
+            (
+                t("facts_batch", lang),
+                t(
+                    key,
+                    lang,
+                    micro=cfg.per_device_train_batch_size,
+                    accum=cfg.gradient_accumulation_steps,
+                    gpus=cfg.world_size,
+                    effective=cfg.effective_batch,
+                ),
+            )
+        )
+
+        seq = [t("facts_cutoff", lang, cutoff=cfg.cutoff_len)]
+        data = facts.data if facts is not None else None
+        if data is not None and data.max_tokens:
+            seq.append(t("facts_longest", lang, tokens=data.max_tokens))
+            if data.truncated:
+                seq.append(t("facts_truncated", lang, count=data.truncated))
+        else:
+            seq.append(t("facts_longest_unknown", lang))
+        if cfg.packing:
+            seq.append(t("facts_packing", lang))
+        rows.append((t("facts_sequence", lang), ", ".join(seq)))
+
+        rows.append((t("facts_precision", lang), cfg.precision))
+        if cfg.gradient_checkpointing:
+            ckpt = (
+                t("facts_on_default", lang) if cfg.gradient_checkpointing_by_default else t("facts_on", lang)
+            )
+        else:
+            ckpt = t("facts_off", lang)
+        rows.append((t("facts_checkpointing", lang), ckpt))
+
+        if cfg.quantization_bit:
+            quant = t(
+                "facts_quant_value",
+                lang,
+                bits=cfg.quantization_bit,
+                qtype=cfg.quantization_type,
+                method=cfg.quantization_method,
+            )
+        else:
+            quant = t("facts_none", lang)
+        rows.append((t("facts_quantization", lang), quant))
+
+        if cfg.deepspeed is None:
+            ds = t("facts_none", lang)
+        elif not cfg.deepspeed_found:
+            ds = t("facts_ds_missing", lang, path=cfg.deepspeed)
+        else:
+            parts = [t("facts_zero", lang, stage=cfg.zero_stage if cfg.zero_stage is not None else "?")]
+            if cfg.offload_optimizer:
+                parts.append(t("facts_offload_optimizer", lang))
+            if cfg.offload_param:
+                parts.append(t("facts_offload_param", lang))
+            ds = ", ".join(parts)
+        rows.append((t("facts_deepspeed", lang), ds))
+
+        if cfg.per_device_eval_batch_size_set:
+            eval_batch = str(cfg.per_device_eval_batch_size)
+        else:
+            eval_batch = t("facts_eval_default", lang, batch=cfg.per_device_eval_batch_size)
+        if not cfg.do_eval:
+            eval_batch += f", {t('facts_eval_off', lang)}"
+        elif cfg.eval_steps:
+            eval_batch += f", {t('facts_eval_every', lang, steps=cfg.eval_steps)}"
+        else:
+            eval_batch += f", {t('facts_eval_on', lang)}"
+        rows.append((t("facts_eval", lang), eval_batch))
+
+    rows.append((t("facts_gpu", lang), gpu_line(facts, lang)))
+    rows.append((t("facts_oom", lang), oom_summary(diagnosis, facts, lang)))
+
+    est = facts.estimate if facts is not None else None
+    if est is not None:
+        value = t(
+            "facts_estimate_value",
+            lang,
+            peak=fmt_mib(est.peak_allocated_mib, lang),
+            low=fmt_mib(est.expected_nvidia_smi_mib[0], lang),
+            high=fmt_mib(est.expected_nvidia_smi_mib[1], lang),
+            term=term_name(est.dominant_term, lang),
+        )
+        if est.fits is not None:
+            value += f" ({t('facts_fits' if est.fits else 'facts_does_not_fit', lang)})"
+        rows.append((t("facts_estimate", lang), value))
+    return rows
+
+
+def gpu_line(facts: Facts | None, lang: Lang) -> str:
+    gpu = facts.gpu if facts is not None else None
+    if gpu is None or not gpu.available or gpu.first is None:
+        reason = gpu.reason if gpu is not None else None
+        return t("facts_no_gpu_reason", lang, reason=reason) if reason else t("facts_no_gpu", lang)
+    dev = gpu.first
+    parts = [t("facts_gpu_value", lang, name=dev.name, total=fmt_mib(dev.total_mib, lang))]
+    if dev.bf16_supported is not None:
+        parts.append(t("facts_bf16_yes" if dev.bf16_supported else "facts_bf16_no", lang))
+    if dev.processes:
+        used = sum(p.used_mib or 0.0 for p in dev.processes)
+        parts.append(t("facts_gpu_others", lang, count=len(dev.processes), used=fmt_mib(used, lang)))
+    if len(gpu.devices) > 1:
+        parts.append(t("facts_gpu_more", lang, count=len(gpu.devices) - 1))
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    sign: str  # "-" old, "+" new
+    text: str
+
+
+def diff_lines(proposal: Proposal, lang: Lang) -> list[DiffLine]:
+    """The proposal's ``{field: [old, new]}`` (and env, extra files) as a config diff."""
+    lines: list[DiffLine] = []
+    for field_name, (old, new) in proposal.changes.items():
+        if old is not None:
+            lines.append(DiffLine("-", f"{field_name}: {yaml_scalar(old)}"))
+        if new is None:
+            lines.append(DiffLine("+", f"# {field_name} {t('proposal_removed', lang)}"))
+        else:
+            lines.append(DiffLine("+", f"{field_name}: {yaml_scalar(new)}"))
+    for name, value in proposal.env.items():
+        lines.append(DiffLine("+", f"{t('proposal_env', lang)}: {name}={value}"))
+    for name in proposal.files:
+        lines.append(DiffLine("+", f"{t('proposal_file', lang)}: {name}"))
+    return lines
+
+
+def effect_line(effect: EstimatedEffect | None, lang: Lang) -> str | None:
+    if effect is None or (effect.before_mib is None and effect.after_mib is None):
+        return None
+    text = t(
+        "proposal_effect_value",
+        lang,
+        before=fmt_mib(effect.before_mib, lang),
+        after=fmt_mib(effect.after_mib, lang),
+    )
+    if effect.fits_after is not None:
+        text += f" ({t('proposal_effect_fits' if effect.fits_after else 'proposal_effect_no_fit', lang)})"
+    if effect.note:
+        text += f" {pick(effect.note, lang)}"
+    return text
+
+
+def change_summary(changes: dict[str, list[Any]]) -> str:
+    """``per_device_train_batch_size 4→2, gradient_accumulation_steps 8→16`` for the history table."""
+    parts = []
+    for field_name, (old, new) in changes.items():
+        parts.append(f"{field_name} {yaml_scalar(old)}→{yaml_scalar(new)}")
+    return ", ".join(parts)
+
+
+def proposals_of(diagnosis: Diagnosis | None) -> list[Proposal]:
+    """The main proposal first, then the alternatives that also matched: what ``n`` cycles through."""
+    if diagnosis is None or diagnosis.proposal is None:
+        return []
+    return [diagnosis.proposal, *diagnosis.alternatives]
+
+
+def display_command(command: str, cwd: str | Path) -> str:
+    """The command as typed from ``cwd``: absolute paths under ``cwd`` shortened to relative ones.
+
+    Only when the command runs where the user is (no leading ``cd``); otherwise it is shown as written.
+    The clipboard always gets the core's command unchanged.
+    """
+    if command.startswith("cd "):
+        return command
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    base = Path(cwd).resolve()
+    out = []
+    for word in words:
+        p = Path(word)
+        if p.is_absolute():
+            with contextlib.suppress(ValueError, OSError):
+                word = str(p.resolve().relative_to(base))
+        out.append(word)
+    return shlex.join(out)
+
+
+def busiest_reading(snapshot: Any) -> Any:
+    """The device to chart: the one using the most memory now (the one that will run out first)."""
+    if snapshot is None or not snapshot.readings:
+        return None
+    return max(snapshot.readings, key=lambda r: r.memory_used_mib)
+
+
+def trial_outcome_line(feed: Any, lang: Lang) -> str:
+    """``Finished: trial passed, peak 3.20 GiB, 41 s`` from the trial's result.json record."""
+    outcome = t(f"outcome_{feed.outcome}", lang) if f"outcome_{feed.outcome}" in TEXTS else str(feed.outcome)
+    if feed.result is None:
+        return f"{outcome}: {feed.error}" if feed.error else outcome
+    wall = feed.result.record.get("wall_s")
+    return t(
+        "trial_finished",
+        lang,
+        outcome=outcome,
+        peak=fmt_mib(feed.result.peak_memory_mib, lang),
+        wall=f"{wall:.0f}" if isinstance(wall, int | float) else "?",
+    )

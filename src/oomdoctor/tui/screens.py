@@ -1,0 +1,470 @@
+"""Screens: the run picker, the diagnosis screen (facts, questions, proposal, history) and the dialogs.
+
+Screens render the session and turn keys into requests to the app; the app runs the core in workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Input, Static, TabbedContent, TabPane
+
+from oomdoctor.discover import display_path
+from oomdoctor.i18n import Lang, pick
+from oomdoctor.tui.bindings import localize_bindings
+from oomdoctor.tui.render import diff_lines
+from oomdoctor.tui.strings import t
+from oomdoctor.tui.widgets import (
+    MAX_ANSWERS,
+    FactsView,
+    HistoryTable,
+    OomBanner,
+    ProposalView,
+    QuestionPanel,
+    RunHeader,
+    findings_renderable,
+)
+
+if TYPE_CHECKING:
+    from oomdoctor.diagnosis import Finding, Proposal
+    from oomdoctor.tui.app import OomDoctorApp
+
+
+class DoctorScreen(Screen[None]):
+    """A screen that knows the oomdoctor app, re-labels its footer and re-renders on a language switch."""
+
+    @property
+    def doctor(self) -> OomDoctorApp:
+        return cast("OomDoctorApp", self.app)
+
+    @property
+    def lang(self) -> Lang:
+        return self.doctor.session.lang
+
+    def on_mount(self) -> None:
+        localize_bindings(self, self.lang)
+
+    async def relabel(self) -> None:
+        """Called by the app after a language switch."""
+        localize_bindings(self, self.lang)
+        await self.refresh_view()
+        self.refresh_bindings()
+
+    async def refresh_view(self) -> None:  # pragma: no cover - every screen overrides it
+        return None
+
+
+class DoctorModal(ModalScreen[object]):
+    """A dialog; Escape closes it without a result."""
+
+    BINDINGS = [Binding("escape", "close", "Close", id="close", tooltip="Close this window")]
+
+    @property
+    def lang(self) -> Lang:
+        return cast("OomDoctorApp", self.app).session.lang
+
+    def on_mount(self) -> None:
+        localize_bindings(self, self.lang)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+# ------------------------------------------------------------------------------------------------ picker
+class PickerScreen(DoctorScreen):
+    """The runs found in the current folder, newest first, and the bundled demo case."""
+
+    BINDINGS = [
+        Binding("enter", "open", "Open", id="open", tooltip="Open the selected run"),
+        Binding("d", "demo", "Demo", id="demo", tooltip="Open the bundled demo case"),
+        Binding("escape", "back", "Back", id="back", tooltip="Go back to the previous screen"),
+    ]
+
+    @dataclass
+    class RunPicked(Message):
+        config: Path | None
+        log: Path | None
+        is_demo: bool = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="picker-title", classes="title")
+        yield Static(id="picker-status")
+        yield DataTable(id="picker-table", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="picker-buttons"):
+            yield Button("", id="picker-demo", variant="primary")
+        yield Footer(compact=True)
+
+    async def on_mount(self) -> None:
+        super().on_mount()
+        await self.refresh_view()
+
+    async def refresh_view(self) -> None:
+        session = self.doctor.session
+        lang = self.lang
+        self.query_one("#picker-title", Static).update(
+            Text(t("picker_title", lang, folder=display_path(session.cwd, session.cwd) or "."), style="bold")
+        )
+        self.query_one("#picker-demo", Button).label = t("picker_demo_button", lang)
+        status = self.query_one("#picker-status", Static)
+        table = self.query_one("#picker-table", DataTable)
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        table.add_columns(t("picker_col_when", lang), t("picker_col_config", lang), t("picker_col_log", lang))
+        scan = session.scan
+        if scan is None:
+            status.update(t("picker_scanning", lang, folder="."))
+            return
+        lines = []
+        if not scan.runs:
+            lines.append(t("picker_none", lang))
+        if scan.stopped_early and not scan.cancelled:
+            lines.append(t("picker_stopped_early", lang, entries=scan.entries_seen))
+        status.update("\n".join(lines))
+        for number, run in enumerate(scan.runs, start=1):
+            table.add_row(
+                str(number),
+                display_path(run.config, session.cwd) if run.config else "–",
+                display_path(run.log, session.cwd) if run.log else "–",
+                key=str(number - 1),
+            )
+        table.add_row("*", t("picker_demo_row", lang), "", key="demo")
+        table.move_cursor(row=min(cursor, table.row_count - 1))
+        table.focus()
+
+    def _pick_row(self, key: str | None) -> None:
+        scan = self.doctor.session.scan
+        if key == "demo" or scan is None:
+            self.action_demo()
+            return
+        if key is None:
+            return
+        run = scan.runs[int(key)]
+        self.post_message(self.RunPicked(run.config, run.log))
+
+    @on(DataTable.RowSelected, "#picker-table")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self._pick_row(event.row_key.value)
+
+    def action_open(self) -> None:
+        table = self.query_one("#picker-table", DataTable)
+        if table.row_count:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            self._pick_row(key)
+
+    @on(Button.Pressed, "#picker-demo")
+    def action_demo(self) -> None:
+        from oomdoctor.tui.factory import demo_paths
+
+        config, log = demo_paths()
+        self.post_message(self.RunPicked(config, log, is_demo=True))
+
+    def _run_beneath(self) -> bool:
+        session = self.doctor.session
+        return len(self.app.screen_stack) > 2 and (session.config is not None or session.log is not None)
+
+    def action_back(self) -> None:
+        if self._run_beneath():
+            self.app.pop_screen()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back":
+            return self._run_beneath()
+        return True
+
+
+# ------------------------------------------------------------------------------------------------ main
+class MainScreen(DoctorScreen):
+    """Facts, questions, one proposal at a time, and the session's history, for the run on screen."""
+
+    BINDINGS = [
+        Binding("1", "answer(1)", "Answer", id="answer", key_display="1-9", tooltip="Answer with its number"),
+        *[
+            Binding(
+                str(n), f"answer({n})", f"Answer {n}", show=False, id=f"answer_{n}", tooltip=f"Answer {n}"
+            )
+            for n in range(2, MAX_ANSWERS + 1)
+        ],
+        Binding("0", "skip_question", "Skip", id="skip", tooltip="Leave this question unanswered"),
+        Binding("a", "apply", "Apply", id="apply", tooltip="Write this change into a new trial folder"),
+        Binding("n", "next_proposal", "Next", id="next", tooltip="Show the next alternative change"),
+        Binding("e", "explain", "Explain", id="explain", tooltip="Why this change, in full"),
+        Binding("c", "copy_command", "Copy cmd", id="copy", tooltip="Copy the training command"),
+        Binding("t", "trial", "Trial", id="trial", tooltip="Run a short trial of the new config"),
+        Binding("r", "runs", "Runs", id="runs", tooltip="Pick another run in this folder"),
+        Binding("f", "show_tab('facts')", "Facts", show=False, id="tab_facts", tooltip="Facts"),
+        Binding("p", "show_tab('proposal')", "Proposal", show=False, id="tab_proposal", tooltip="Proposal"),
+        Binding("h", "show_tab('history')", "History", show=False, id="tab_history", tooltip="History"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="run-header")
+        yield OomBanner(id="oom-banner")
+        with TabbedContent(initial="proposal", id="tabs"):
+            with TabPane("Facts", id="facts"):
+                yield FactsView(id="facts-view")
+            with TabPane("Proposal", id="proposal"):
+                yield QuestionPanel(id="question-panel")
+                yield ProposalView(id="proposal-view")
+            with TabPane("History", id="history"):
+                yield Static(id="history-empty")
+                yield HistoryTable(id="history-table", cursor_type="row")
+        yield Footer(compact=True)
+
+    async def on_mount(self) -> None:
+        super().on_mount()
+        await self.refresh_view()
+
+    async def refresh_view(self) -> None:
+        session = self.doctor.session
+        lang = self.lang
+        tabs = self.query_one("#tabs", TabbedContent)
+        for pane_id in ("facts", "proposal", "history"):
+            tabs.get_tab(pane_id).label = Text(t(f"tab_{pane_id}", lang))  # Text: "[f]" is not markup
+        self.query_one(RunHeader).show(session, lang)
+        self.query_one(OomBanner).show(session, lang)
+        self.query_one(FactsView).show(session, lang)
+        panel = self.query_one(QuestionPanel)
+        pending = session.pending_questions
+        if pending and session.diagnosis is not None:
+            total = len(session.diagnosis.questions)
+            index = total - len(pending) + 1
+            await panel.show(pending[0], index, total, lang)
+            panel.display = True
+        else:
+            panel.question = None
+            panel.display = False
+        view = self.query_one(ProposalView)
+        view.show(session, lang)
+        view.display = not pending
+        history = self.query_one(HistoryTable)
+        history.show(session.history, session, lang)
+        history.display = bool(session.history)
+        empty = self.query_one("#history-empty", Static)
+        empty.update(t("history_empty", lang))
+        empty.display = not session.history
+        self.refresh_bindings()
+
+    # Actions ---------------------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        session = self.doctor.session
+        pending = session.pending_questions
+        proposal = session.current_proposal
+        if action == "answer":
+            number = int(cast(int, parameters[0])) if parameters else 1
+            return bool(pending) and number <= min(len(pending[0].answers), MAX_ANSWERS)
+        if action == "skip_question":
+            return bool(pending)
+        if action in ("apply", "explain", "next_proposal", "copy_command", "trial") and (
+            pending or proposal is None
+        ):
+            return False
+        if action == "apply":
+            return None if proposal is None or proposal.manual or session.config is None else True
+        if action == "next_proposal":
+            return len(session.proposals) > 1
+        if action in ("copy_command", "trial"):
+            return session.patch is not None and proposal is not None and session.patch_rule == proposal.rule
+        return True
+
+    def action_answer(self, number: int) -> None:
+        self.query_one(QuestionPanel).choose(int(number))
+
+    def action_skip_question(self) -> None:
+        self.query_one(QuestionPanel).skip()
+
+    async def action_next_proposal(self) -> None:
+        self.doctor.session.next_proposal()
+        await self.refresh_view()
+
+    def action_show_tab(self, pane_id: str) -> None:
+        self.query_one("#tabs", TabbedContent).active = pane_id
+
+    def action_apply(self) -> None:
+        session = self.doctor.session
+        proposal = session.current_proposal
+        if proposal is None or proposal.manual or session.config is None:
+            return
+        from oomdoctor.discover import suggest_trial_folder
+
+        suggested = suggest_trial_folder(session.cwd, proposal.rule)
+
+        def written(folder: object) -> None:
+            if isinstance(folder, Path):
+                self.doctor.write_patch(proposal, folder)
+
+        self.app.push_screen(ApplyScreen(suggested), written)
+
+    def action_explain(self) -> None:
+        session = self.doctor.session
+        proposal = session.current_proposal
+        if proposal is not None:
+            findings = session.diagnosis.findings if session.diagnosis is not None else []
+            self.app.push_screen(ExplainScreen(proposal, findings))
+
+    def action_copy_command(self) -> None:
+        patch = self.doctor.session.patch
+        if patch is not None:
+            self.app.copy_to_clipboard(patch.command)
+            self.notify(t("proposal_copied", self.lang))
+
+    def action_trial(self) -> None:
+        session = self.doctor.session
+        if session.patch is not None:
+            entry = session.entry_for(session.patch.folder)
+            if entry is not None:
+                self.doctor.start_trial(entry)
+
+    def action_runs(self) -> None:
+        self.doctor.show_picker()
+
+
+# ------------------------------------------------------------------------------------------------ dialogs
+class ApplyScreen(DoctorModal):
+    """Ask for the new folder (a suggestion filled in); refuse one that exists."""
+
+    def __init__(self, suggested: Path) -> None:
+        super().__init__()
+        self.suggested = suggested
+
+    @property
+    def cwd(self) -> Path:
+        return cast("OomDoctorApp", self.app).session.cwd
+
+    def compose(self) -> ComposeResult:
+        lang = self.lang
+        with Vertical(id="apply-dialog", classes="dialog"):
+            yield Static(Text(t("apply_title", lang), style="bold"))
+            yield Static(t("apply_folder", lang))
+            yield Input(display_path(self.suggested, self.cwd), id="apply-folder")
+            yield Static(id="apply-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(t("apply_write", lang), id="apply-write", variant="primary")
+                yield Button(t("apply_cancel", lang), id="apply-cancel")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#apply-folder", Input).focus()
+
+    def _folder(self) -> Path | None:
+        raw = self.query_one("#apply-folder", Input).value.strip()
+        error = self.query_one("#apply-error", Static)
+        if not raw:
+            error.update(Text(t("apply_empty", self.lang), style="red"))
+            return None
+        folder = Path(raw).expanduser()
+        if not folder.is_absolute():
+            folder = self.cwd / folder
+        if folder.exists():
+            error.update(Text(t("apply_exists", self.lang, folder=raw), style="red"))
+            return None
+        return folder
+
+    @on(Input.Submitted, "#apply-folder")
+    @on(Button.Pressed, "#apply-write")
+    def _write(self) -> None:
+        folder = self._folder()
+        if folder is not None:
+            self.dismiss(folder)
+
+    @on(Button.Pressed, "#apply-cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ExplainScreen(DoctorModal):
+    """Everything the rule says about this change, and what the readers noticed."""
+
+    def __init__(self, proposal: Proposal, findings: list[Finding]) -> None:
+        super().__init__()
+        self.proposal = proposal
+        self.findings = findings
+
+    def compose(self) -> ComposeResult:
+        lang = self.lang
+        p = self.proposal
+        parts: list[RenderableType] = [
+            Text(t("explain_title", lang), style="bold"),
+            Text(pick(p.title, lang), style="bold cyan"),
+            Text(t("proposal_rule", lang, rule=p.rule), style="dim"),
+            Text(""),
+        ]
+        diff = diff_lines(p, lang)
+        if diff:
+            parts.append(Text(t("proposal_change", lang), style="bold"))
+            parts.append(
+                Text("".join(f"{d.sign} {d.text}\n" for d in diff)),
+            )
+        for key, value in (
+            ("proposal_why", pick(p.why, lang)),
+            ("proposal_cost", pick(p.cost, lang)),
+            ("proposal_judge", pick(p.judge, lang)),
+        ):
+            if value:
+                parts += [Text(t(key, lang), style="bold"), Text(value + "\n")]
+        for key, items in (("proposal_already_on", p.already_on), ("proposal_requires", p.requires)):
+            if items:
+                parts += [
+                    Text(t(key, lang), style="bold"),
+                    Text("".join(f"• {pick(i, lang)}\n" for i in items)),
+                ]
+        if p.files:
+            parts += [
+                Text(t("explain_files", lang), style="bold"),
+                Text("".join(f"• {n}\n" for n in p.files)),
+            ]
+        if p.env:
+            parts += [
+                Text(t("explain_env", lang), style="bold"),
+                Text("".join(f"• {k}={v}\n" for k, v in p.env.items())),
+            ]
+        if p.next:
+            parts += [Text(t("explain_next", lang), style="bold"), Text("".join(f"• {n}\n" for n in p.next))]
+        if self.findings:
+            parts += [
+                Text(t("explain_findings", lang), style="bold"),
+                findings_renderable(self.findings, lang),
+            ]
+        with Vertical(id="explain-dialog", classes="dialog"):
+            with VerticalScroll(id="explain-body"):
+                yield Static(Group(*parts))
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(t("key_close", lang), id="explain-close", variant="primary")
+
+    @on(Button.Pressed, "#explain-close")
+    def _close(self) -> None:
+        self.dismiss(None)
+
+
+class ErrorScreen(DoctorModal):
+    """A failure as one line (BadInput's message), never a traceback."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+    def compose(self) -> ComposeResult:
+        lang = self.lang
+        with Vertical(id="error-dialog", classes="dialog"):
+            yield Static(Text(t("error_title", lang), style="bold red"))
+            yield Static(self.message, id="error-message")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(t("error_ok", lang), id="error-ok", variant="error")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#error-ok", Button).focus()
+
+    @on(Button.Pressed, "#error-ok")
+    def _ok(self) -> None:
+        self.dismiss(None)

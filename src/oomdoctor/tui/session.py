@@ -1,0 +1,193 @@
+"""What the TUI remembers during one session: the run on screen, its diagnosis, and the changes written.
+
+Plain data (no textual), so the screens stay views over it and tests can read it directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from oomdoctor.i18n import Lang
+from oomdoctor.tui.render import proposals_of
+
+if TYPE_CHECKING:
+    from oomdoctor.diagnosis import Diagnosis, Proposal, Question
+    from oomdoctor.discover import ScanResult
+    from oomdoctor.patch import PatchResult
+    from oomdoctor.rules.facts import Facts
+
+# Outcomes a history entry moves through: written -> running -> passed / oom / failed / stopped / timeout.
+OUTCOMES = ("written", "running", "passed", "oom", "failed", "stopped", "timeout")
+
+
+@dataclass
+class HistoryEntry:
+    """One change written in this session: one trial folder."""
+
+    folder: Path
+    config_path: Path
+    rule: str
+    title: dict[str, str]
+    changes: dict[str, list[Any]]
+    command: str
+    parent: str | None = None  # the trial folder this one was derived from, when it was a trial
+    run_dir: Path | None = None  # where the command runs (relative paths in the config resolve there)
+    outcome: str = "written"
+    peak_mib: float | None = None
+    trial_dirs: list[Path] = field(default_factory=list)  # short trials of this change, oldest first
+
+
+@dataclass
+class Session:
+    cwd: Path
+    lang: Lang = "en"
+    config: Path | None = None
+    log: Path | None = None
+    is_demo: bool = False
+    facts: Facts | None = None
+    diagnosis: Diagnosis | None = None
+    skipped: set[str] = field(default_factory=set)  # questions the user chose not to answer
+    proposal_index: int = 0
+    patch: PatchResult | None = None  # the change written for the proposal on screen
+    patch_rule: str | None = None
+    history: list[HistoryEntry] = field(default_factory=list)
+    scan: ScanResult | None = None
+    loading: bool = False
+
+    def open_run(self, config: Path | None, log: Path | None, *, is_demo: bool = False) -> None:
+        """Forget the previous run's diagnosis (history stays: it is the session's)."""
+        self.config, self.log, self.is_demo = config, log, is_demo
+        self.facts = None
+        self.diagnosis = None
+        self.skipped = set()
+        self.proposal_index = 0
+        self.patch = None
+        self.patch_rule = None
+        self.loading = True
+
+    def set_diagnosis(self, facts: Facts, diagnosis: Diagnosis) -> None:
+        self.facts, self.diagnosis = facts, diagnosis
+        self.loading = False
+        count = len(self.proposals)
+        self.proposal_index = min(self.proposal_index, count - 1) if count else 0
+        current = self.current_proposal
+        if self.patch_rule is not None and current is not None and current.rule != self.patch_rule:
+            self.patch, self.patch_rule = None, None
+
+    @property
+    def proposals(self) -> list[Proposal]:
+        return proposals_of(self.diagnosis)
+
+    @property
+    def current_proposal(self) -> Proposal | None:
+        proposals = self.proposals
+        return proposals[self.proposal_index] if proposals else None
+
+    @property
+    def pending_questions(self) -> list[Question]:
+        """Questions neither answered nor skipped, in the engine's order."""
+        if self.diagnosis is None:
+            return []
+        answered = self.facts.answers if self.facts is not None else {}
+        return [q for q in self.diagnosis.questions if q.key not in answered and q.key not in self.skipped]
+
+    def next_proposal(self) -> None:
+        count = len(self.proposals)
+        if count:
+            self.proposal_index = (self.proposal_index + 1) % count
+        current = self.current_proposal
+        if current is None or current.rule != self.patch_rule:
+            self.patch, self.patch_rule = None, None
+
+    def trial_parent(self) -> str | None:
+        """The trial folder the run on screen came from (its config.yaml sits beside a change.json)."""
+        if self.config is None:
+            return None
+        folder = self.config.parent
+        return str(folder) if (folder / "change.json").is_file() else None
+
+    def entry_for(self, folder: Path) -> HistoryEntry | None:
+        for entry in self.history:
+            if entry.folder == folder:
+                return entry
+        return None
+
+
+TRIAL_HISTORY_SAMPLES = 600  # what the charts can show: 2 minutes at 200 ms
+TRIAL_LOG_LINES = 2000
+
+
+class TrialFeed:
+    """What a running trial has reported, filled from the trial's threads and drained by the UI.
+
+    The trial calls ``add_sample``/``add_line``/``set_progress`` from its own threads; the app posts a
+    coalescing message and the trial screen reads the whole history here, so no sample or line is lost
+    when messages are merged.
+    """
+
+    def __init__(self, entry: HistoryEntry, out_dir: Path, started_s: float) -> None:
+        import threading
+        from collections import deque
+
+        self.entry = entry
+        self.out_dir = out_dir
+        self.started_s = started_s
+        self._lock = threading.Lock()
+        self.samples: deque[Any] = deque(maxlen=TRIAL_HISTORY_SAMPLES)  # SampleSnapshot
+        self._new_lines: deque[str] = deque(maxlen=TRIAL_LOG_LINES)
+        self.progress: Any = None  # oomdoctor.trial.TrialProgress
+        self.stopping = False
+        self.done = False
+        self.result: Any = None  # oomdoctor.trial.TrialResult
+        self.comparison: Any = None  # oomdoctor.trial.Comparison
+        self.error: str | None = None
+
+    def add_sample(self, snapshot: Any) -> None:
+        with self._lock:
+            self.samples.append(snapshot)
+
+    def add_line(self, line: str) -> None:
+        with self._lock:
+            self._new_lines.append(line)
+
+    def set_progress(self, progress: Any) -> None:
+        with self._lock:
+            self.progress = progress
+
+    def drain_lines(self) -> list[str]:
+        with self._lock:
+            lines = list(self._new_lines)
+            self._new_lines.clear()
+        return lines
+
+    def snapshot_history(self) -> list[Any]:
+        with self._lock:
+            return list(self.samples)
+
+    def finish(self, result: Any, comparison: Any, *, error: str | None = None) -> None:
+        with self._lock:
+            self.done = True
+            self.result, self.comparison, self.error = result, comparison, error
+
+    @property
+    def outcome(self) -> str | None:
+        """The history's word for the trial result (``result.json``'s ``outcome``)."""
+        if not self.done:
+            return "running"
+        if self.result is None:
+            return "failed"
+        return {"ok": "passed", "timed_out": "timeout"}.get(self.result.outcome, self.result.outcome)
+
+    @property
+    def failed(self) -> bool:
+        return self.done and (self.result is None or not self.result.ok)
+
+    @property
+    def peak_mib(self) -> float | None:
+        if self.result is not None and self.result.peak_memory_mib is not None:
+            return float(self.result.peak_memory_mib)
+        with self._lock:
+            last = self.samples[-1] if self.samples else None
+        return last.peak_mib if last is not None else None

@@ -1,0 +1,163 @@
+"""A short trial, live: memory against the card's total, utilisation, power, the step counter and the log
+tail; at the end the result and the comparison with the trial it came from."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, RichLog, Static
+
+from oomdoctor.discover import display_path
+from oomdoctor.tui.render import busiest_reading, comparison_rows, fmt_mib, trial_outcome_line
+from oomdoctor.tui.screens import DoctorScreen
+from oomdoctor.tui.strings import t
+from oomdoctor.tui.widgets import LevelChart
+
+if TYPE_CHECKING:
+    from oomdoctor.tui.session import TrialFeed
+
+
+class TrialScreen(DoctorScreen):
+    BINDINGS = [
+        Binding("s", "stop", "Stop", id="stop", tooltip="Stop the trial"),
+        Binding("b", "rediagnose", "Proposals", id="rediagnose", tooltip="Diagnose the failed trial"),
+        Binding("c", "copy_command", "Copy cmd", id="copy", tooltip="Copy the training command"),
+        Binding("escape", "back", "Back", id="back", tooltip="Back to the proposal"),
+    ]
+
+    def __init__(self, feed: TrialFeed) -> None:
+        super().__init__()
+        self.feed = feed
+        self._lines_shown = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="trial-title", classes="title")
+        with Vertical(id="trial-live"):
+            yield Static(id="trial-memory-label")
+            yield LevelChart(id="trial-memory")
+            with Horizontal(id="trial-small-charts"):
+                with Vertical():
+                    yield Static(id="trial-util-label")
+                    yield LevelChart(id="trial-util", classes="small")
+                with Vertical():
+                    yield Static(id="trial-power-label")
+                    yield LevelChart(id="trial-power", classes="small")
+            yield Static(id="trial-step")
+        yield Static(id="trial-result")
+        yield DataTable(id="trial-compare", show_cursor=False)
+        yield RichLog(id="trial-log", max_lines=2000, wrap=False, markup=False)
+        yield Footer(compact=True)
+
+    async def on_mount(self) -> None:
+        super().on_mount()
+        await self.refresh_view()
+
+    async def refresh_view(self) -> None:
+        self.update_from_feed(full=True)
+
+    def update_from_feed(self, *, full: bool = False) -> None:
+        """Redraw from the feed; called for coalesced sample/line messages, so read everything new."""
+        feed = self.feed
+        lang = self.lang
+        cwd = self.doctor.session.cwd
+        self.query_one("#trial-title", Static).update(
+            Text(t("trial_title", lang, folder=display_path(feed.out_dir, cwd)), style="bold")
+        )
+        history = feed.snapshot_history()
+        last = history[-1] if history else None
+        reading = busiest_reading(last)
+        mem_label = self.query_one("#trial-memory-label", Static)
+        if reading is None:
+            mem_label.update(t("trial_starting", lang, command=display_path(feed.entry.config_path, cwd)))
+        elif last is not None and last.source == "host_rss":
+            mem_label.update(t("trial_memory_host", lang, used=fmt_mib(reading.memory_used_mib, lang)))
+        else:
+            mem_label.update(
+                t(
+                    "trial_memory",
+                    lang,
+                    used=fmt_mib(reading.memory_used_mib, lang),
+                    total=fmt_mib(reading.memory_total_mib, lang),
+                )
+            )
+        gpu = reading.gpu if reading is not None else None
+        readings = [next((r for r in s.readings if r.gpu == gpu), None) for s in history]
+        used = [r.memory_used_mib for r in readings if r is not None]
+        utils = [r.util_pct for r in readings if r is not None and r.util_pct is not None]
+        powers = [r.power_w for r in readings if r is not None and r.power_w is not None]
+        self.query_one("#trial-memory", LevelChart).set_values(
+            used, reading.memory_total_mib if reading is not None else None
+        )
+        self.query_one("#trial-util", LevelChart).set_values(utils, 100.0)
+        self.query_one("#trial-power", LevelChart).set_values(powers, None)
+        na = t("value_na", lang)
+        self.query_one("#trial-util-label", Static).update(
+            t("trial_util", lang, util=f"{utils[-1]:.0f} %" if utils else na)
+        )
+        self.query_one("#trial-power-label", Static).update(
+            t("trial_power", lang, power=f"{powers[-1]:.0f} W" if powers else na)
+        )
+        progress = feed.progress
+        if progress is not None and progress.steps_done is not None:
+            step = t("trial_step", lang, step=progress.steps_done, total=progress.total_steps or "?")
+        else:
+            step = t("trial_step_unknown", lang)
+        elapsed = max(0.0, self.doctor.clock() - feed.started_s)
+        step += "  ·  " + t("trial_elapsed", lang, elapsed=f"{elapsed:.0f}")
+        if feed.stopping and not feed.done:
+            step += "  ·  " + t("trial_stopping", lang)
+        self.query_one("#trial-step", Static).update(step)
+
+        log = self.query_one("#trial-log", RichLog)
+        for line in feed.drain_lines():
+            log.write(line)
+
+        result = self.query_one("#trial-result", Static)
+        table = self.query_one("#trial-compare", DataTable)
+        if feed.done:
+            line = trial_outcome_line(feed, lang)
+            hint = t("trial_still_failing", lang) if feed.failed else t("trial_passed_hint", lang)
+            result.update(Text(f"{line}\n{hint}", style="bold red" if feed.failed else "bold green"))
+            result.display = True
+            columns, rows = comparison_rows(feed.comparison, lang, cwd)
+            table.clear(columns=True)
+            if rows:
+                table.add_columns(*columns)
+                table.add_rows(rows)
+            table.display = bool(rows)
+        else:
+            result.display = False
+            table.display = False
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        feed = self.feed
+        if action == "stop":
+            return not feed.done
+        if action == "rediagnose":
+            return feed.failed
+        if action == "back":
+            return feed.done
+        return True
+
+    def action_stop(self) -> None:
+        self.feed.stopping = True
+        self.doctor.stop_trial()
+        self.update_from_feed()
+
+    def action_rediagnose(self) -> None:
+        if self.feed.failed:
+            self.app.pop_screen()
+            self.doctor.rediagnose_trial(self.feed)
+
+    def action_back(self) -> None:
+        if self.feed.done:
+            self.app.pop_screen()
+
+    def action_copy_command(self) -> None:
+        self.app.copy_to_clipboard(self.feed.entry.command)
+        self.notify(t("proposal_copied", self.lang))

@@ -1,0 +1,320 @@
+"""Widgets of the diagnosis screen and the trial screen. Each one renders from the session and the app's
+language; none of them computes anything the core did not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Button, DataTable, Static
+
+from oomdoctor.discover import display_path
+from oomdoctor.i18n import Lang, pick
+from oomdoctor.tui.render import (
+    change_summary,
+    diff_lines,
+    display_command,
+    effect_line,
+    facts_rows,
+    fmt_mib,
+    oom_summary,
+)
+from oomdoctor.tui.strings import t
+
+if TYPE_CHECKING:
+    from oomdoctor.diagnosis import Finding, Question
+    from oomdoctor.tui.session import HistoryEntry, Session
+
+MAX_ANSWERS = 9  # number keys 1-9
+
+
+def _heading(text: str) -> Text:
+    return Text(text, style="bold")
+
+
+class RunHeader(Static):
+    """Which config and log are on screen, as paths relative to where the user started us."""
+
+    def show(self, session: Session, lang: Lang) -> None:
+        line = Text()
+        if session.is_demo:
+            line.append(f"{t('run_demo', lang)}  ", style="bold magenta")
+        for label_key, path in (("run_config", session.config), ("run_log", session.log)):
+            line.append(f"{t(label_key, lang)}: ", style="dim")
+            line.append(display_path(path, session.cwd) if path is not None else t("run_none", lang))
+            line.append("  ")
+        line.rstrip()
+        self.update(line)
+
+
+class OomBanner(Static):
+    """One line: where memory ran out and what filled it, red when it did."""
+
+    def show(self, session: Session, lang: Lang) -> None:
+        if session.loading or session.diagnosis is None:
+            self.update(t("loading", lang) if session.loading else "")
+            self.set_class(False, "-oom")
+            return
+        self.set_class(session.diagnosis.oom, "-oom")
+        self.update(oom_summary(session.diagnosis, session.facts, lang))
+
+
+def findings_renderable(findings: Iterable[Finding], lang: Lang) -> RenderableType:
+    text = Text()
+    for finding in findings:
+        style = {"warning": "yellow", "error": "red"}.get(finding.severity, "")
+        text.append("• ", style=style)
+        text.append(pick(finding.text, lang) + "\n")
+    return text
+
+
+class FactsView(VerticalScroll):
+    """Model, method, batch, sequence, precision, checkpointing, quantization, DeepSpeed, eval batch, GPU,
+    OOM, and what the rules noticed."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="facts-table")
+        yield Static(id="facts-findings")
+
+    def show(self, session: Session, lang: Lang) -> None:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column(overflow="fold")
+        if session.facts is None and session.diagnosis is None:
+            self.query_one("#facts-table", Static).update(t("loading", lang) if session.loading else "")
+            self.query_one("#facts-findings", Static).update("")
+            return
+        for label, value in facts_rows(session.facts, session.diagnosis, lang):
+            table.add_row(label, value)
+        self.query_one("#facts-table", Static).update(table)
+        findings = session.diagnosis.findings if session.diagnosis is not None else []
+        if findings:
+            body = Group(_heading(t("facts_findings", lang)), findings_renderable(findings, lang))
+            self.query_one("#facts-findings", Static).update(body)
+        else:
+            self.query_one("#facts-findings", Static).update("")
+
+
+class QuestionPanel(Vertical):
+    """A question the files cannot answer, with its answers as numbered buttons."""
+
+    @dataclass
+    class Answered(Message):
+        key: str
+        value: str
+
+    @dataclass
+    class Skipped(Message):
+        key: str
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.question: Question | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="question-header")
+        yield Static(id="question-text")
+        yield Vertical(id="question-answers")
+        yield Static(id="question-hint")
+
+    async def show(self, question: Question, index: int, count: int, lang: Lang) -> None:
+        self.question = question
+        self.query_one("#question-header", Static).update(
+            _heading(t("question_header", lang, index=index, count=count))
+        )
+        self.query_one("#question-text", Static).update(pick(question.text, lang))
+        self.query_one("#question-hint", Static).update(Text(t("question_hint", lang), style="dim"))
+        row = self.query_one("#question-answers", Vertical)
+        await row.remove_children()
+        buttons = [
+            Button(
+                f"{number} {pick(answer.label, lang)}", id=f"answer-{number}", classes="answer", compact=True
+            )
+            for number, answer in enumerate(question.answers[:MAX_ANSWERS], start=1)
+        ]
+        buttons.append(
+            Button(t("question_skip", lang), id="answer-skip", classes="answer -skip", compact=True)
+        )
+        await row.mount_all(buttons)
+
+    def choose(self, number: int) -> bool:
+        """Answer with the ``number``-th answer (1-based); False when there is no such answer."""
+        if self.question is None or not 1 <= number <= min(len(self.question.answers), MAX_ANSWERS):
+            return False
+        self.post_message(self.Answered(self.question.key, self.question.answers[number - 1].value))
+        return True
+
+    def skip(self) -> bool:
+        if self.question is None:
+            return False
+        self.post_message(self.Skipped(self.question.key))
+        return True
+
+    @on(Button.Pressed, ".answer")
+    def _pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        button_id = event.button.id or ""
+        if button_id == "answer-skip":
+            self.skip()
+        elif button_id.startswith("answer-"):
+            self.choose(int(button_id.removeprefix("answer-")))
+
+
+class ProposalView(VerticalScroll):
+    """One proposal: the diff, why it targets that memory, the cost, the judge sentence, what is already
+    on, the estimated effect, and the alternatives; after Apply, the folder and the exact command."""
+
+    def compose(self) -> ComposeResult:
+        # What was written comes first: after Apply the folder and command must be on screen at 80x24.
+        yield Static(id="proposal-applied")
+        yield Static(id="proposal-command")
+        yield Static(id="proposal-body")
+
+    def show(self, session: Session, lang: Lang) -> None:
+        body = self.query_one("#proposal-body", Static)
+        applied = self.query_one("#proposal-applied", Static)
+        command = self.query_one("#proposal-command", Static)
+        proposals = session.proposals
+        proposal = session.current_proposal
+        if proposal is None:
+            body.update("" if session.diagnosis is None else t("proposal_none", lang))
+            applied.update("")
+            applied.display = False
+            command.update("")
+            command.display = False
+            return
+        parts: list[RenderableType] = []
+        header = Text()
+        header.append(
+            t("proposal_header", lang, index=session.proposal_index + 1, count=len(proposals)), style="dim"
+        )
+        header.append("  ")
+        header.append(t("proposal_rule", lang, rule=proposal.rule), style="dim")
+        parts.append(header)
+        parts.append(Text(pick(proposal.title, lang), style="bold"))
+        parts.append(Text(""))
+        diff = diff_lines(proposal, lang)
+        if diff:
+            parts.append(_heading(t("proposal_change", lang)))
+            diff_text = Text()
+            for line in diff:
+                diff_text.append(f"{line.sign} {line.text}\n", style="red" if line.sign == "-" else "green")
+            parts.append(diff_text)
+        if proposal.manual:
+            parts.append(Text(t("proposal_manual", lang), style="yellow"))
+        elif session.config is None:
+            parts.append(Text(t("proposal_no_config", lang), style="yellow"))
+        for key, value in (
+            ("proposal_why", pick(proposal.why, lang)),
+            ("proposal_cost", pick(proposal.cost, lang)),
+            ("proposal_judge", pick(proposal.judge, lang)),
+        ):
+            if value:
+                parts.append(_heading(t(key, lang)))
+                parts.append(Text(value + "\n"))
+        if proposal.already_on:
+            parts.append(_heading(t("proposal_already_on", lang)))
+            parts.append(Text("".join(f"• {pick(item, lang)}\n" for item in proposal.already_on)))
+        effect = effect_line(proposal.effect, lang)
+        if effect:
+            parts.append(_heading(t("proposal_effect", lang)))
+            parts.append(Text(effect + "\n"))
+        if proposal.requires:
+            parts.append(_heading(t("proposal_requires", lang)))
+            parts.append(Text("".join(f"• {pick(item, lang)}\n" for item in proposal.requires)))
+        if len(proposals) > 1:
+            parts.append(_heading(t("proposal_alternatives", lang)))
+            alt = Text()
+            for i, other in enumerate(proposals):
+                marker = "▸ " if i == session.proposal_index else "  "
+                alt.append(
+                    f"{marker}{i + 1}. {pick(other.title, lang)}\n", style="bold" if marker != "  " else ""
+                )
+            parts.append(alt)
+        body.update(Group(*parts))
+        if session.patch is not None and session.patch_rule == proposal.rule:
+            applied.update(
+                Group(
+                    Text(
+                        t("proposal_applied", lang, folder=display_path(session.patch.folder, session.cwd)),
+                        style="bold green",
+                    ),
+                    Text(t("proposal_command", lang)),
+                )
+            )
+            command.update(display_command(session.patch.command, session.cwd))
+            command.display = True
+            applied.display = True
+        else:
+            applied.update("")
+            applied.display = False
+            command.update("")
+            command.display = False
+
+
+class HistoryTable(DataTable[str]):
+    """The changes written this session, one trial folder a row."""
+
+    def show(self, history: list[HistoryEntry], session: Session, lang: Lang) -> None:
+        self.clear(columns=True)
+        self.add_columns(
+            t("history_col_folder", lang),
+            t("history_col_change", lang),
+            t("history_col_outcome", lang),
+            t("history_col_peak", lang),
+        )
+        for entry in history:
+            self.add_row(
+                display_path(entry.folder, session.cwd),
+                change_summary(entry.changes) or entry.rule,
+                t(f"outcome_{entry.outcome}", lang),
+                fmt_mib(entry.peak_mib, lang) if entry.peak_mib is not None else "",
+                key=str(entry.folder),
+            )
+
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+class LevelChart(Widget):
+    """Bars of recent values against a fixed ceiling (the card's total memory, 100 %, the power limit),
+    newest on the right. A Sparkline scales to its own data; memory must be read against the card."""
+
+    DEFAULT_CSS = """
+    LevelChart { height: 2; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.values: list[float] = []
+        self.ceiling: float | None = None
+
+    def set_values(self, values: Iterable[float], ceiling: float | None) -> None:
+        self.values = list(values)
+        self.ceiling = ceiling
+        self.refresh()
+
+    def render(self) -> RenderableType:
+        width, height = self.size.width, max(1, self.size.height)
+        values = self.values[-width:] if width else []
+        top = self.ceiling if self.ceiling else max(values, default=0.0)
+        levels = len(BLOCKS) - 1
+        rows = [[" "] * width for _ in range(height)]
+        offset = width - len(values)
+        for col, value in enumerate(values):
+            fraction = 0.0 if top <= 0 else min(1.0, max(0.0, value / top))
+            eighths = round(fraction * height * levels)
+            for row in range(height):  # row 0 is the bottom
+                filled = min(levels, max(0, eighths - row * levels))
+                rows[height - 1 - row][offset + col] = BLOCKS[filled]
+        text = Text("\n".join("".join(r) for r in rows), style="green" if top else "")
+        return text
