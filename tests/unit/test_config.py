@@ -75,7 +75,8 @@ def test_lora_alpha_unset_is_twice_the_rank():
 )
 def test_effective_batch(batch, accumulation, world_size, expected):
     c = config_from_mapping(
-        {"per_device_train_batch_size": batch, "gradient_accumulation_steps": accumulation}, world_size=world_size
+        {"per_device_train_batch_size": batch, "gradient_accumulation_steps": accumulation},
+        world_size=world_size,
     )
     assert c.effective_batch == expected
     assert c.world_size == (world_size if world_size else 1)
@@ -122,7 +123,9 @@ def test_do_eval(raw, do_eval):
 
 def test_eval_steps_follow_transformers():
     assert config_from_mapping({"eval_strategy": "steps", "logging_steps": 5}).eval_steps == 5
-    assert config_from_mapping({"eval_strategy": "steps", "eval_steps": 0, "logging_steps": 5}).eval_steps == 5
+    assert (
+        config_from_mapping({"eval_strategy": "steps", "eval_steps": 0, "logging_steps": 5}).eval_steps == 5
+    )
     assert config_from_mapping({"eval_strategy": "steps"}).eval_steps == 500
     assert config_from_mapping({"eval_strategy": "steps", "eval_steps": 50}).eval_steps == 50
     assert config_from_mapping({"eval_strategy": "steps", "eval_steps": 0.1}).eval_steps == 0.1  # a ratio
@@ -139,7 +142,12 @@ def test_packing_default_depends_on_stage():
 
 def test_quantization_and_lists():
     c = config_from_mapping(
-        {"quantization_bit": 4, "quantization_type": "fp4", "double_quantization": False, "lora_target": ["q_proj", "v_proj"]}
+        {
+            "quantization_bit": 4,
+            "quantization_type": "fp4",
+            "double_quantization": False,
+            "lora_target": ["q_proj", "v_proj"],
+        }
     )
     assert (c.quantization_bit, c.quantization_type, c.double_quantization) == (4, "fp4", False)
     assert c.lora_target == "q_proj,v_proj"
@@ -159,7 +167,7 @@ def test_webui_strings_are_coerced(tmp_path):
     path = write(
         tmp_path,
         "per_device_train_batch_size: '4'\n"
-        "gradient_accumulation_steps: \"8\"\n"
+        'gradient_accumulation_steps: "8"\n'
         "cutoff_len: '1024.0'\n"
         "fp16: 'true'\n"
         "bf16: 'False'\n"
@@ -214,14 +222,18 @@ def test_values_that_cannot_be_coerced_are_bad_input(raw, field):
 
 
 def test_unknown_keys_are_kept_not_fatal():
-    c = config_from_mapping({"per_device_train_batch": 4, "evaluation_strategy": "steps", "cutoff_len": 512, "fp16": True})
+    c = config_from_mapping(
+        {"per_device_train_batch": 4, "evaluation_strategy": "steps", "cutoff_len": 512, "fp16": True}
+    )
     assert c.unknown_keys == ["per_device_train_batch", "evaluation_strategy"]
     assert c.cutoff_len == 512
     assert c.raw["per_device_train_batch"] == 4
 
 
 def test_known_keys_outside_the_defaults_are_not_unknown():
-    c = config_from_mapping({"learning_rate": 1e-4, "warmup_ratio": 0.1, "report_to": "none", "enable_thinking": False})
+    c = config_from_mapping(
+        {"learning_rate": 1e-4, "warmup_ratio": 0.1, "report_to": "none", "enable_thinking": False}
+    )
     assert c.unknown_keys == []
 
 
@@ -249,7 +261,15 @@ def test_deepspeed_inferred_from_name(name, expected):
 def test_deepspeed_json_next_to_config_is_read(tmp_path):
     (tmp_path / "ds").mkdir()
     (tmp_path / "ds" / "custom.json").write_text(
-        json.dumps({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "none"}}})
+        json.dumps(
+            {
+                "zero_optimization": {
+                    "stage": 2,
+                    "offload_optimizer": {"device": "cpu"},
+                    "offload_param": {"device": "none"},
+                }
+            }
+        )
     )
     path = write(tmp_path, "deepspeed: ds/custom.json\n")
     c = read_config(path)
@@ -284,13 +304,19 @@ def test_deepspeed_found_above_the_config_folder(tmp_path):
     root = tmp_path / "LLaMA-Factory"
     (root / "examples" / "deepspeed").mkdir(parents=True)
     (root / "examples" / "train_lora").mkdir(parents=True)
-    (root / "examples" / "deepspeed" / "ds_z2_config.json").write_text(json.dumps({"zero_optimization": {"stage": 2}}))
-    c = read_config(write(root / "examples" / "train_lora", "deepspeed: examples/deepspeed/ds_z2_config.json\n"))
+    (root / "examples" / "deepspeed" / "ds_z2_config.json").write_text(
+        json.dumps({"zero_optimization": {"stage": 2}})
+    )
+    c = read_config(
+        write(root / "examples" / "train_lora", "deepspeed: examples/deepspeed/ds_z2_config.json\n")
+    )
     assert c.deepspeed_found and c.zero_stage == 2
 
 
 def test_deepspeed_inline_dict():
-    c = config_from_mapping({"deepspeed": {"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}})
+    c = config_from_mapping(
+        {"deepspeed": {"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}}
+    )
     assert c.deepspeed == "<inline>" and c.deepspeed_found
     assert (c.zero_stage, c.offload_optimizer, c.offload_param) == (3, True, False)
 
@@ -352,7 +378,10 @@ def test_utf8_bom_is_fine(tmp_path):
 
 
 def test_llamaboard_saved_arguments_file_is_bad_input(tmp_path):
-    path = write(tmp_path, "top.model_name: Qwen3-0.6B\ntop.finetuning_type: lora\ntrain.batch_size: 4\ntrain.cutoff_len: 2048\n")
+    path = write(
+        tmp_path,
+        "top.model_name: Qwen3-0.6B\ntop.finetuning_type: lora\ntrain.batch_size: 4\ntrain.cutoff_len: 2048\n",
+    )
     with pytest.raises(BadInput) as err:
         read_config(path)
     assert "training_args.yaml" in str(err.value)

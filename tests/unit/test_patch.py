@@ -19,11 +19,15 @@ from oomdoctor.resources import configs_dir
 COURSE = configs_dir() / "keywords_clean_train.yaml"
 
 
-def proposal(changes=None, *, rule="first_batch.halve_micro_batch", env=None, files=None, manual=False) -> Proposal:
+def proposal(
+    changes=None, *, rule="first_batch.halve_micro_batch", env=None, files=None, manual=False
+) -> Proposal:
     return Proposal(
         rule=rule,
         title={"en": "Halve the micro-batch", "zh": "单卡 batch 减半"},
-        changes=changes if changes is not None else {"per_device_train_batch_size": [4, 2], "gradient_accumulation_steps": [8, 16]},
+        changes=changes
+        if changes is not None
+        else {"per_device_train_batch_size": [4, 2], "gradient_accumulation_steps": [8, 16]},
         why={"en": "Activations grow with the micro-batch.", "zh": "激活随 batch 增长。"},
         cost={"en": "Slower: 300 s -> 560 s.", "zh": "更慢:300 秒 -> 560 秒。"},
         judge={"en": "Total train batch size stays 32.", "zh": "总批次保持 32。"},
@@ -60,7 +64,10 @@ def test_changed_keys_keep_their_line_and_comment(course, tmp_path, monkeypatch)
     before = course.read_text(encoding="utf-8").splitlines()
     after = result.config_path.read_text(encoding="utf-8").splitlines()
     i = next(n for n, line in enumerate(before) if line.startswith("per_device_train_batch_size:"))
-    assert after[i] == "per_device_train_batch_size: 2  # oomdoctor: was 4 | 单卡批处理大小:每张卡每个小批次处理 4 条样本"
+    assert (
+        after[i]
+        == "per_device_train_batch_size: 2  # oomdoctor: was 4 | 单卡批处理大小:每张卡每个小批次处理 4 条样本"
+    )
     j = next(n for n, line in enumerate(before) if line.startswith("gradient_accumulation_steps:"))
     assert after[j].startswith("gradient_accumulation_steps: 16  # oomdoctor: was 8 | 梯度累积步数")
     # every other line is byte for byte what the user wrote, in the same order (output_dir aside)
@@ -122,7 +129,13 @@ def test_user_spellings_survive(tmp_path):
 def test_string_quotes_and_types_are_kept(tmp_path):
     src = tmp_path / "c.yaml"
     src.write_text("optim: 'adamw_torch'\nlearning_rate: 5.0e-5\nflash_attn: auto\n", encoding="utf-8")
-    p = proposal({"optim": ["adamw_torch", "adamw_8bit"], "learning_rate": [5e-5, 2.5e-5], "flash_attn": ["auto", "sdpa"]})
+    p = proposal(
+        {
+            "optim": ["adamw_torch", "adamw_8bit"],
+            "learning_rate": [5e-5, 2.5e-5],
+            "flash_attn": ["auto", "sdpa"],
+        }
+    )
     result = write_patched_config(src, p, tmp_path / "t")
     text = result.config_path.read_text(encoding="utf-8")
     assert "optim: 'adamw_8bit'  # oomdoctor: was 'adamw_torch'" in text
@@ -150,15 +163,21 @@ def test_crlf_files_stay_crlf(tmp_path):
 def test_multiline_value_is_replaced_whole(tmp_path):
     src = tmp_path / "c.yaml"
     src.write_text("lora_target:\n  - q_proj\n  - v_proj\n\n# keep me\ncutoff_len: 2048\n", encoding="utf-8")
-    result = write_patched_config(src, proposal({"lora_target": [["q_proj", "v_proj"], "all"]}), tmp_path / "t")
+    result = write_patched_config(
+        src, proposal({"lora_target": [["q_proj", "v_proj"], "all"]}), tmp_path / "t"
+    )
     text = result.config_path.read_text(encoding="utf-8")
-    assert text.startswith('lora_target: all  # oomdoctor: was ["q_proj", "v_proj"]\n\n# keep me\ncutoff_len: 2048\n')
+    assert text.startswith(
+        'lora_target: all  # oomdoctor: was ["q_proj", "v_proj"]\n\n# keep me\ncutoff_len: 2048\n'
+    )
 
 
 def test_patching_a_patched_config_does_not_stack_markers(course, tmp_path):
     first = write_patched_config(course, proposal(), tmp_path / "t1")
     second = write_patched_config(
-        first.config_path, proposal({"per_device_train_batch_size": [2, 1], "gradient_accumulation_steps": [16, 32]}), tmp_path / "t2"
+        first.config_path,
+        proposal({"per_device_train_batch_size": [2, 1], "gradient_accumulation_steps": [16, 32]}),
+        tmp_path / "t2",
     )
     text = second.config_path.read_text(encoding="utf-8")
     assert "per_device_train_batch_size: 1  # oomdoctor: was 2 | 单卡批处理大小" in text
@@ -175,7 +194,9 @@ def test_fresh_output_dir_inside_the_folder(course, tmp_path):
     c = read_config(result.config_path)
     assert c.output_dir == str(result.folder / "output")
     assert not Path(c.output_dir).exists()  # LLaMA-Factory creates it; nothing to resume from
-    assert "# oomdoctor: was saves/Qwen3-0.6B-Thinking/lora/keywords-clean" in result.config_path.read_text("utf-8")
+    assert "# oomdoctor: was saves/Qwen3-0.6B-Thinking/lora/keywords-clean" in result.config_path.read_text(
+        "utf-8"
+    )
 
 
 def test_output_dir_added_when_missing(tmp_path):
@@ -201,8 +222,14 @@ def test_change_json_contents(course, tmp_path):
     change = json.loads(result.change_json.read_text(encoding="utf-8"))
     assert change["parent"] == str(course)
     assert change["rule"] == "first_batch.halve_micro_batch"
-    assert change["changes"] == {"per_device_train_batch_size": [4, 2], "gradient_accumulation_steps": [8, 16]}
-    assert change["written"]["output_dir"] == ["saves/Qwen3-0.6B-Thinking/lora/keywords-clean", str(tmp_path / "t" / "output")]
+    assert change["changes"] == {
+        "per_device_train_batch_size": [4, 2],
+        "gradient_accumulation_steps": [8, 16],
+    }
+    assert change["written"]["output_dir"] == [
+        "saves/Qwen3-0.6B-Thinking/lora/keywords-clean",
+        str(tmp_path / "t" / "output"),
+    ]
     assert change["env"] == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
     for key in ("why", "cost", "judge", "title"):
         assert set(change[key]) == {"en", "zh"}
@@ -229,9 +256,16 @@ def test_command_without_env(course, tmp_path, monkeypatch):
 
 def test_command_with_env_prefix(course, tmp_path, monkeypatch):
     monkeypatch.chdir(course.parent.parent)
-    p = proposal({}, rule="fragmentation.expandable_segments", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    p = proposal(
+        {},
+        rule="fragmentation.expandable_segments",
+        env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    )
     result = write_patched_config(course, p, tmp_path / "t")
-    assert result.command == f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True llamafactory-cli train {result.config_path}"
+    assert (
+        result.command
+        == f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True llamafactory-cli train {result.config_path}"
+    )
     assert changed_lines(result.diff)[1].startswith("+output_dir:")  # only output_dir changed
 
 
@@ -251,7 +285,14 @@ def test_relative_paths_kept_and_command_runs_from_where_they_resolve(course, tm
     root = course.parent.parent
     assert read_config(result.config_path).dataset_dir == "data"  # kept as written
     assert result.run_dir == root
-    assert shlex.split(result.command) == ["cd", str(root), "&&", "llamafactory-cli", "train", str(result.config_path)]
+    assert shlex.split(result.command) == [
+        "cd",
+        str(root),
+        "&&",
+        "llamafactory-cli",
+        "train",
+        str(result.config_path),
+    ]
     change = json.loads(result.change_json.read_text(encoding="utf-8"))
     assert change["run_dir"] == str(root)
     assert change["relative_paths"]["dataset_dir"] == {"value": "data", "resolved": [str(root / "data")]}
@@ -299,7 +340,9 @@ def test_deepspeed_template_written_beside_config(course, tmp_path, monkeypatch)
 
 
 def test_deepspeed_key_set_from_files_alone(course, tmp_path):
-    p = proposal({}, files={"ds_z2_offload_config.json": load_deepspeed_template("ds_z2_offload_config.json")})
+    p = proposal(
+        {}, files={"ds_z2_offload_config.json": load_deepspeed_template("ds_z2_offload_config.json")}
+    )
     result = write_patched_config(course, p, tmp_path / "t")
     assert read_config(result.config_path).offload_optimizer is True
     assert json.loads(result.change_json.read_text("utf-8"))["written"]["deepspeed"][1] == str(
@@ -358,6 +401,8 @@ def test_flow_style_config_cannot_be_edited_in_place(tmp_path):
 
 def test_duplicate_keys_are_bad_input(tmp_path):
     src = tmp_path / "c.yaml"
-    src.write_text("per_device_train_batch_size: 4\nper_device_train_batch_size: 4\ngradient_accumulation_steps: 8\n")
+    src.write_text(
+        "per_device_train_batch_size: 4\nper_device_train_batch_size: 4\ngradient_accumulation_steps: 8\n"
+    )
     with pytest.raises(BadInput):
         write_patched_config(src, proposal(), tmp_path / "t")

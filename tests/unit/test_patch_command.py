@@ -48,7 +48,8 @@ def _proposal(rule: str, changes, **kw) -> Proposal:
 
 
 HALVE = _proposal(
-    "first_batch.halve_micro_batch", {"per_device_train_batch_size": [4, 2], "gradient_accumulation_steps": [8, 16]}
+    "first_batch.halve_micro_batch",
+    {"per_device_train_batch_size": [4, 2], "gradient_accumulation_steps": [8, 16]},
 )
 CUTOFF = _proposal("long_sample.lower_cutoff", {"cutoff_len": [2048, 1024]})
 MANUAL = _proposal("other_process.free_the_card", {}, manual=True)
@@ -106,7 +107,9 @@ def test_chinese_output(cli, diagnosed, tmp_path, capsys):
 def test_rule_picks_an_alternative(cli, diagnosed, tmp_path, capsys):
     diagnosed(_diagnosis(HALVE, [CUTOFF]))
     out = tmp_path / "t"
-    code = cli(["patch", "--config", str(COURSE), "--out", str(out), "--rule", "long_sample.lower_cutoff", "--json"])
+    code = cli(
+        ["patch", "--config", str(COURSE), "--out", str(out), "--rule", "long_sample.lower_cutoff", "--json"]
+    )
     result = json.loads(capsys.readouterr().out)
     assert code == 0
     assert result["written"] is True and result["rule"] == "long_sample.lower_cutoff"
@@ -119,7 +122,19 @@ def test_rule_picks_an_alternative(cli, diagnosed, tmp_path, capsys):
 
 def test_answers_are_passed_to_the_diagnosis(cli, diagnosed, tmp_path):
     calls = diagnosed(_diagnosis(HALVE))
-    cli(["patch", "--config", str(COURSE), "--out", str(tmp_path / "t"), "--answer", "phase=eval", "--answer", "gpu=v100"])
+    cli(
+        [
+            "patch",
+            "--config",
+            str(COURSE),
+            "--out",
+            str(tmp_path / "t"),
+            "--answer",
+            "phase=eval",
+            "--answer",
+            "gpu=v100",
+        ]
+    )
     assert calls[0]["answers"] == {"phase": "eval", "gpu": "v100"}
 
 
@@ -143,7 +158,9 @@ def test_unanswered_question_exits_1_and_prints_it(cli, diagnosed, tmp_path, cap
 
 
 def test_unanswered_question_json(cli, diagnosed, tmp_path, capsys):
-    question = Question(key="phase", text=_text("When?"), answers=[Answer("eval", _text("eval"))], asked_by="x")
+    question = Question(
+        key="phase", text=_text("When?"), answers=[Answer("eval", _text("eval"))], asked_by="x"
+    )
     diagnosed(_diagnosis(None, questions=[question]))
     code = cli(["patch", "--config", str(COURSE), "--out", str(tmp_path / "t"), "--json"])
     result = json.loads(capsys.readouterr().out)

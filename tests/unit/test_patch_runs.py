@@ -29,7 +29,9 @@ def test_patched_tiny_config_trains_from_the_printed_command(tiny_qwen3_dir, tin
     (project / "configs").mkdir()
     raw = tiny_train_config("models/tiny", "data", "saves/tiny", steps=2, batch=2, evaluate=False)
     config = project / "configs" / "tiny.yaml"
-    config.write_text("# 课程风格的注释\n" + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    config.write_text(
+        "# 课程风格的注释\n" + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8"
+    )
 
     text = {"en": "x", "zh": "x"}
     proposal = Proposal(
@@ -62,7 +64,9 @@ def test_patched_tiny_config_trains_from_the_printed_command(tiny_qwen3_dir, tin
     assert "Instantaneous batch size per device = 1" in log
     assert "Gradient Accumulation steps = 2" in log
     output = result.folder / "output"
-    lines = [json.loads(line) for line in (output / "trainer_log.jsonl").read_text().splitlines() if line.strip()]
+    lines = [
+        json.loads(line) for line in (output / "trainer_log.jsonl").read_text().splitlines() if line.strip()
+    ]
     assert lines[-1]["current_steps"] == 2
     assert (output / "adapter_config.json").is_file()
     assert not (project / "saves").exists()  # the original output_dir was not touched

@@ -14,7 +14,12 @@ from oomdoctor.patch import deepspeed_template_names, load_deepspeed_template
 from oomdoctor.patch.templates import deepspeed_templates_dir
 
 # The names LLaMA-Factory's examples/deepspeed and its WebUI use; users recognise these.
-EXPECTED = ["ds_z2_config.json", "ds_z2_offload_config.json", "ds_z3_config.json", "ds_z3_offload_config.json"]
+EXPECTED = [
+    "ds_z2_config.json",
+    "ds_z2_offload_config.json",
+    "ds_z3_config.json",
+    "ds_z3_offload_config.json",
+]
 
 
 def _autos(node: Any, prefix: str = "") -> list[str]:
@@ -36,13 +41,20 @@ def test_content_agrees_with_the_name(name):
     """What the JSON says (stage, which offloads) is what LLaMA-Factory's naming promises."""
     facts = read_deepspeed(name, deepspeed_templates_dir(), config_path="test")
     assert facts["deepspeed_found"] is True
-    assert (facts["zero_stage"], facts["offload_optimizer"], facts["offload_param"]) == deepspeed_from_name(name)
+    assert (facts["zero_stage"], facts["offload_optimizer"], facts["offload_param"]) == deepspeed_from_name(
+        name
+    )
 
 
 @pytest.mark.parametrize("name", EXPECTED)
 def test_batch_and_precision_are_left_to_the_trainer(name):
     ds = load_deepspeed_template(name)
-    for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping"):
+    for key in (
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+    ):
         assert ds[key] == "auto", key
     assert ds["fp16"]["enabled"] == "auto" and ds["bf16"]["enabled"] == "auto"
     assert "optimizer" not in ds and "scheduler" not in ds  # the Trainer's optimizer and schedule are used
@@ -63,7 +75,10 @@ def test_every_auto_is_one_the_installed_trainer_fills(name):
 
 def test_zero3_templates_gather_weights_for_saving():
     for name in ("ds_z3_config.json", "ds_z3_offload_config.json"):
-        assert load_deepspeed_template(name)["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
+        assert (
+            load_deepspeed_template(name)["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"]
+            is True
+        )
 
 
 def test_templates_are_plain_json_files():

@@ -57,7 +57,9 @@ def test_render_reads_back_with_omegaconf(value, tmp_path):
     assert loaded["k"] == value
 
 
-@pytest.mark.parametrize(("value", "quote", "text"), [("x", "'", "'x'"), ("it's", "'", "'it''s'"), ("x", '"', '"x"')])
+@pytest.mark.parametrize(
+    ("value", "quote", "text"), [("x", "'", "'x'"), ("it's", "'", "'it''s'"), ("x", '"', '"x"')]
+)
 def test_quote_style_is_reused(value, quote, text):
     assert render_scalar(value, quote=quote) == text
 
@@ -70,7 +72,9 @@ def test_comment_after_a_quoted_hash_is_found():
 
 def test_edit_without_comment_and_null_value():
     text = "a: 1\nempty:\ntilde: ~\nlast: 2"  # no newline at the end
-    out = apply_edits(text, [KeyEdit("empty", 3), KeyEdit("tilde", "x"), KeyEdit("new", 5, note="was 8")], rule="r.id")
+    out = apply_edits(
+        text, [KeyEdit("empty", 3), KeyEdit("tilde", "x"), KeyEdit("new", 5, note="was 8")], rule="r.id"
+    )
     assert out.text == (
         "a: 1\nempty: 3  # oomdoctor: was empty\ntilde: x  # oomdoctor: was ~\nlast: 2\n\n# oomdoctor: r.id\nnew: 5  # oomdoctor: was 8\n"
     )

@@ -31,7 +31,9 @@ def snapshot(root: Path) -> dict[str, tuple[str, int]]:
 
 def _proposal(changes, **kw) -> Proposal:
     text = {"en": "x", "zh": "x"}
-    return Proposal(rule="r.test", title=text, changes=changes, why=text, cost=text, judge=text, cause="activations", **kw)
+    return Proposal(
+        rule="r.test", title=text, changes=changes, why=text, cost=text, judge=text, cause="activations", **kw
+    )
 
 
 @pytest.fixture
@@ -42,12 +44,16 @@ def user_tree(tmp_path: Path) -> Path:
     (root / "data" / "dataset_info.json").write_text('{"keywords_train": {"file_name": "k.json"}}')
     (root / "data" / "k.json").write_text("[]")
     (root / "examples" / "deepspeed").mkdir(parents=True)
-    (root / "examples" / "deepspeed" / "ds_z2_config.json").write_text(json.dumps({"zero_optimization": {"stage": 2}}))
+    (root / "examples" / "deepspeed" / "ds_z2_config.json").write_text(
+        json.dumps({"zero_optimization": {"stage": 2}})
+    )
     config = (configs_dir() / "keywords_clean_train.yaml").read_text(encoding="utf-8")
     config += "deepspeed: examples/deepspeed/ds_z2_config.json\nmax_samples: 1000\n"
     (root / "configs" / "keywords_clean_train.yaml").write_text(config, encoding="utf-8")
     (root / "saves" / "Qwen3-0.6B-Thinking" / "lora" / "keywords-clean").mkdir(parents=True)
-    (root / "saves" / "Qwen3-0.6B-Thinking" / "lora" / "keywords-clean" / "trainer_log.jsonl").write_text("{}\n")
+    (root / "saves" / "Qwen3-0.6B-Thinking" / "lora" / "keywords-clean" / "trainer_log.jsonl").write_text(
+        "{}\n"
+    )
     return root
 
 
@@ -59,7 +65,13 @@ def test_reading_and_patching_leave_the_user_tree_alone(user_tree, tmp_path, mon
     read_config(config)
     write_patched_config(
         config,
-        _proposal({"per_device_train_batch_size": [4, 2], "gradient_accumulation_steps": [8, 16], "max_samples": [1000, None]}),
+        _proposal(
+            {
+                "per_device_train_batch_size": [4, 2],
+                "gradient_accumulation_steps": [8, 16],
+                "max_samples": [1000, None],
+            }
+        ),
         tmp_path / "trials" / "t1",
     )
     write_patched_config(
@@ -84,7 +96,12 @@ def test_patching_inside_the_user_tree_adds_only_the_new_folder(user_tree, monke
     result = write_patched_config(config, _proposal({"cutoff_len": [2048, 1024]}), "trials/cutoff-1024")
     after = snapshot(user_tree)
     added = sorted(set(after) - set(before))
-    assert added == ["trials", "trials/cutoff-1024", "trials/cutoff-1024/change.json", "trials/cutoff-1024/config.yaml"]
+    assert added == [
+        "trials",
+        "trials/cutoff-1024",
+        "trials/cutoff-1024/change.json",
+        "trials/cutoff-1024/config.yaml",
+    ]
     assert {k: v for k, v in after.items() if k in before and k != "."} == before
     assert result.folder == user_tree / "trials" / "cutoff-1024"
 

@@ -18,8 +18,12 @@ if TYPE_CHECKING:
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="the LLaMA-Factory training YAML that ran out of memory")
-    parser.add_argument("--log", help="its log: console capture, nohup.out, running_log.txt, trainer_log.jsonl")
+    parser.add_argument(
+        "--config", required=True, help="the LLaMA-Factory training YAML that ran out of memory"
+    )
+    parser.add_argument(
+        "--log", help="its log: console capture, nohup.out, running_log.txt, trainer_log.jsonl"
+    )
     parser.add_argument(
         "--answer",
         action="append",

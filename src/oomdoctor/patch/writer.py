@@ -173,15 +173,18 @@ def _same(written: Any, expected: Any) -> bool:
 
 def _check_not_stale(source: Path, raw: dict[str, Any], proposal: Proposal) -> None:
     for key, (old, _new) in proposal.changes.items():
-        if key in raw and raw[key] is not None and old is not None and key not in ("deepspeed", "output_dir"):
-            if not _same(raw[key], old):
-                raise BadInput(msg("patch_stale", None, path=source, field=key, now=raw[key], expected=old))
+        if key in ("deepspeed", "output_dir") or old is None or raw.get(key) is None:
+            continue  # paths are rewritten anyway; an absent key holds LLaMA-Factory's default
+        if not _same(raw[key], old):
+            raise BadInput(msg("patch_stale", None, path=source, field=key, now=raw[key], expected=old))
 
 
 # ------------------------------------------------------------------------------------------ planning
 
 
-def _plan_edits(raw: dict[str, Any], proposal: Proposal, out: Path) -> tuple[list[KeyEdit], dict[str, list[Any]]]:
+def _plan_edits(
+    raw: dict[str, Any], proposal: Proposal, out: Path
+) -> tuple[list[KeyEdit], dict[str, list[Any]]]:
     """The key edits to make, and ``{key: [old as written, new as written]}`` for change.json."""
     edits: list[KeyEdit] = []
     written: dict[str, list[Any]] = {}
@@ -209,7 +212,9 @@ def _plan_edits(raw: dict[str, Any], proposal: Proposal, out: Path) -> tuple[lis
         written[key] = [raw.get(key), value]
 
     output_dir = str(out / OUTPUT_SUBDIR)
-    edits.append(KeyEdit("output_dir", output_dir, note=None if raw.get("output_dir") else "fresh output folder"))
+    edits.append(
+        KeyEdit("output_dir", output_dir, note=None if raw.get("output_dir") else "fresh output folder")
+    )
     written["output_dir"] = [raw.get("output_dir"), output_dir]
     return edits, written
 

@@ -251,7 +251,11 @@ def apply_edits(text: str, edits: list[KeyEdit], *, rule: str) -> EditResult:
             replacements.append((entry.line, entry.last, [f"# {MARK}: {note}{line_nl}"]))
             result.removed.append(edit.key)
             continue
-        quote = old_text[0] if entry.single_line and old_text[:1] in _QUOTES and isinstance(edit.value, str) else None
+        quote = (
+            old_text[0]
+            if entry.single_line and old_text[:1] in _QUOTES and isinstance(edit.value, str)
+            else None
+        )
         rendered = render_scalar(edit.value, quote=quote)
         note = edit.note or f"was {old_text if old_text else 'empty'}"
         comment = _without_marker(comment)
