@@ -32,7 +32,7 @@ _SNIFF_BYTES = 8192
 def lf_knowledge() -> dict[str, Any]:
     """The parsed ``lf_defaults.yaml``: defaults, known keys, DeepSpeed naming, path keys."""
     with _KNOWLEDGE_FILE.open(encoding="utf-8") as f:
-        return yaml.safe_load(f)
+        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # C loader when built
 
 
 def lf_defaults() -> dict[str, Any]:

@@ -32,7 +32,7 @@ from oomdoctor.diagnosis import Proposal
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.config import is_llamaboard_file, lf_knowledge, read_config_text, yaml_error_line
 from oomdoctor.facts.types import to_jsonable
-from oomdoctor.i18n import msg
+from oomdoctor.i18n import both, msg
 from oomdoctor.patch.yaml_edit import EditError, KeyEdit, apply_edits
 
 CONFIG_NAME = "config.yaml"
@@ -116,7 +116,7 @@ def write_patched_config(
         "effect": to_jsonable(proposal.effect),
         "run_dir": str(run_dir) if run_dir else None,
         "relative_paths": relative,
-        "paths_note": msg("patch_paths_note", "en"),
+        "paths_note": both("patch_paths_note"),
         "command": command,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "oomdoctor_version": __version__,
