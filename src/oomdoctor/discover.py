@@ -250,16 +250,18 @@ def suggest_trial_folder(root: str | os.PathLike[str], rule_id: str) -> Path:
         number += 1
 
 
-TRIAL_RUN_NAME = "trial"
+TRIAL_RUN_SUFFIX = "-trial"
 
 
 def trial_run_folder(change_folder: str | os.PathLike[str]) -> Path:
-    """Where a short trial of a written change records its run: ``<change folder>/trial``, then
-    ``trial-2``, ... when the change is tried again (a trial never reuses a folder)."""
-    base = Path(change_folder) / TRIAL_RUN_NAME
+    """Where a short trial of a written change records its run: beside it, ``<change folder>-trial``, then
+    ``-trial-2``, ... when the change is tried again (a trial never reuses a folder). The folder's name is
+    what the comparison table shows, so it carries the change's number and rule."""
+    change = Path(change_folder)
+    base = change.with_name(change.name + TRIAL_RUN_SUFFIX)
     if not base.exists():
         return base
     number = 2
-    while (candidate := base.with_name(f"{TRIAL_RUN_NAME}-{number}")).exists():
+    while (candidate := change.with_name(f"{change.name}{TRIAL_RUN_SUFFIX}-{number}")).exists():
         number += 1
     return candidate

@@ -268,7 +268,7 @@ class ScriptedTrial:
                  on_sample: Callable[[Any], None] | None = None, on_line: Callable[[str], None] | None = None,
                  on_progress: Callable[[Any], None] | None = None, stop: threading.Event | None = None,
                  cwd: Any = None, **_: Any) -> Any:  # fmt: skip
-        from oomdoctor.trial import TrialProgress, TrialResult
+        from oomdoctor.trial.runner import TrialProgress, TrialResult
         from oomdoctor.trial.sampler import GpuReading, SampleSnapshot
 
         self.calls.append(

@@ -135,8 +135,10 @@ def test_trial_run_folder_never_reuses_one(tmp_path: Path) -> None:
     from oomdoctor.discover import trial_run_folder
 
     change = tmp_path / "trials/01-halve_micro_batch"
-    assert trial_run_folder(change) == change / "trial"
-    (change / "trial").mkdir(parents=True)
-    assert trial_run_folder(change) == change / "trial-2"
-    (change / "trial-2").mkdir()
-    assert trial_run_folder(change) == change / "trial-3"
+    assert trial_run_folder(change) == tmp_path / "trials/01-halve_micro_batch-trial"
+    (tmp_path / "trials/01-halve_micro_batch-trial").mkdir(parents=True)
+    assert trial_run_folder(change) == tmp_path / "trials/01-halve_micro_batch-trial-2"
+    (tmp_path / "trials/01-halve_micro_batch-trial-2").mkdir()
+    assert trial_run_folder(change) == tmp_path / "trials/01-halve_micro_batch-trial-3"
+    # the next change is numbered after the trial folders too
+    assert suggest_trial_folder(tmp_path, "eval.set_eval_batch") == tmp_path / "trials/02-set_eval_batch"

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from oomdoctor.facts.gpu import GpuSource
     from oomdoctor.patch import PatchResult
     from oomdoctor.rules.facts import Facts
-    from oomdoctor.trial import TrialProgress
+    from oomdoctor.trial.runner import TrialProgress
     from oomdoctor.trial.sampler import SampleSnapshot
 
 # oomdoctor.trial.run_trial: (config_path, *, steps, out_dir, source, on_sample, on_line, on_progress, stop,
@@ -183,7 +183,7 @@ class OomDoctorApp(App[int]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="trial")
     def run_trial(self, feed: TrialFeed, stop: threading.Event) -> None:
-        from oomdoctor.trial import compare_trials
+        from oomdoctor.trial.compare import compare_trials
 
         entry = feed.entry
 

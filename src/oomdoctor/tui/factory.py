@@ -53,7 +53,7 @@ def build_app(
 
         gpu_source = NvmlSource()
     if trial_launcher is None:
-        from oomdoctor.trial import run_trial
+        from oomdoctor.trial.runner import run_trial
 
         trial_launcher = run_trial
     session = Session(

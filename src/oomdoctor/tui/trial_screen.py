@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, RichLog, Static
+from textual.containers import Horizontal, ScrollableContainer, Vertical
+from textual.widgets import Footer, RichLog, Static
 
 from oomdoctor.discover import display_path
-from oomdoctor.tui.render import busiest_reading, comparison_rows, fmt_mib, trial_outcome_line
+from oomdoctor.tui.render import busiest_reading, fmt_mib, trial_outcome_line
 from oomdoctor.tui.screens import DoctorScreen
 from oomdoctor.tui.strings import t
 from oomdoctor.tui.widgets import LevelChart
@@ -48,7 +48,8 @@ class TrialScreen(DoctorScreen):
                     yield LevelChart(id="trial-power", classes="small")
             yield Static(id="trial-step")
         yield Static(id="trial-result")
-        yield DataTable(id="trial-compare", show_cursor=False)
+        with ScrollableContainer(id="trial-compare"):
+            yield Static(id="trial-compare-table")
         yield RichLog(id="trial-log", max_lines=2000, wrap=False, markup=False)
         yield Footer(compact=True)
 
@@ -117,21 +118,22 @@ class TrialScreen(DoctorScreen):
             log.write(line)
 
         result = self.query_one("#trial-result", Static)
-        table = self.query_one("#trial-compare", DataTable)
+        compare = self.query_one("#trial-compare", ScrollableContainer)
+        live = self.query_one("#trial-live", Vertical)
         if feed.done:
             line = trial_outcome_line(feed, lang)
             hint = t("trial_still_failing", lang) if feed.failed else t("trial_passed_hint", lang)
             result.update(Text(f"{line}\n{hint}", style="bold red" if feed.failed else "bold green"))
             result.display = True
-            columns, rows = comparison_rows(feed.comparison, lang, cwd)
-            table.clear(columns=True)
-            if rows:
-                table.add_columns(*columns)
-                table.add_rows(rows)
-            table.display = bool(rows)
+            live.display = False
+            # The core's own table (the course's columns, deltas, what changed, comparability warnings).
+            table = feed.comparison.render(lang) if feed.comparison is not None else ""
+            self.query_one("#trial-compare-table", Static).update(Text(table))
+            compare.display = bool(table)
         else:
             result.display = False
-            table.display = False
+            live.display = True
+            compare.display = False
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -266,18 +266,18 @@ class HistoryTable(DataTable[str]):
 
     def show(self, history: list[HistoryEntry], session: Session, lang: Lang) -> None:
         self.clear(columns=True)
-        self.add_columns(
+        self.add_columns(  # the long change summary last, so outcome and peak fit at 80 columns
             t("history_col_folder", lang),
-            t("history_col_change", lang),
             t("history_col_outcome", lang),
             t("history_col_peak", lang),
+            t("history_col_change", lang),
         )
         for entry in history:
             self.add_row(
                 display_path(entry.folder, session.cwd),
-                change_summary(entry.changes) or entry.rule,
                 t(f"outcome_{entry.outcome}", lang),
                 fmt_mib(entry.peak_mib, lang) if entry.peak_mib is not None else "",
+                change_summary(entry.changes) or entry.rule,
                 key=str(entry.folder),
             )
 

@@ -1,0 +1,154 @@
+"""Apply, then a short trial: live panels, Stop, the result and comparison, and back to proposals."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from functional.tui_helpers import (
+    ScriptedTrial,
+    fixed_clock,
+    make_diagnosis,
+    make_facts,
+    screen_text,
+    show_diagnosis,
+)
+from oomdoctor.tui.app import OomDoctorApp
+from oomdoctor.tui.factory import build_app
+from oomdoctor.tui.screens import MainScreen
+from oomdoctor.tui.trial_screen import TrialScreen
+
+FAKE_LAUNCHER = Path(__file__).resolve().parent.parent / "fixtures" / "fake_launcher.py"
+
+
+def _unique(messages: Any) -> list[Any]:
+    return list({id(m): m for m in messages}.values())
+
+
+async def _apply_and_start_trial(app: OomDoctorApp, pilot: Any, user_dir: Path, gpu_source: Any) -> None:
+    config = user_dir / "configs/qwen3_lora.yaml"
+    await show_diagnosis(
+        app, pilot, make_facts(config, gpu_source), make_diagnosis(), config, user_dir / "qwen3_lora.log"
+    )
+    await pilot.press("a")
+    await pilot.pause()
+    await pilot.press("enter")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.press("t")
+    await pilot.pause()
+
+
+async def test_trial_shows_live_memory_then_result_and_goes_back(user_dir: Path, gpu_source: Any) -> None:
+    launcher = ScriptedTrial(outcome="oom")
+    app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
+                    scan_at_start=False, trial_steps=5)  # fmt: skip
+    messages: list[Any] = []
+    async with app.run_test(size=(80, 24), message_hook=messages.append) as pilot:
+        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        assert isinstance(app.screen, TrialScreen)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Short trial of trials/01-halve_micro_batch-trial" in text
+        assert "Finished: trial ran out of memory, peak 17.97 GiB, 42 s" in text
+        assert "press b to diagnose this trial" in text
+        assert "CUDA out of memory. Tried to allocate 1.16 GiB" in text  # the log tail
+        assert "b Proposals" in text and "s Stop" not in text
+        entry = app.session.history[0]
+        assert entry.outcome == "oom" and entry.peak_mib == 18400.0
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+        await pilot.press("h")
+        await pilot.pause()
+        await pilot.pause()
+        history = screen_text(app)
+        assert "trials/01-halve_micro_batch" in history and "trial ran out of memory" in history
+    [call] = launcher.calls
+    assert call["config_path"] == user_dir / "trials/01-halve_micro_batch/config.yaml"
+    assert call["out_dir"] == user_dir / "trials/01-halve_micro_batch-trial" and call["steps"] == 5
+    kinds = {type(m).__name__ for m in _unique(messages)}
+    assert {"PatchWritten", "TrialSampled", "TrialLogGrew", "TrialFinished"} <= kinds
+    finished = [m for m in _unique(messages) if isinstance(m, OomDoctorApp.TrialFinished)]
+    assert [row.name for row in finished[0].comparison.rows] == ["01-halve_micro_batch-trial"]
+
+
+async def test_samples_are_coalesced_not_queued(user_dir: Path, gpu_source: Any) -> None:
+    """Five samples arrive at once; the screen may handle fewer messages but draws every sample."""
+    launcher = ScriptedTrial(outcome="ok", wait_for_stop=True)
+    app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
+                    scan_at_start=False)  # fmt: skip
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        assert launcher.started.wait(10)
+        await pilot.pause()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, TrialScreen)
+        chart = screen.query_one("#trial-memory")
+        assert chart.values == [1200.0, 9800.0, 17600.0, 18400.0, 18100.0]
+        assert chart.ceiling == 32768.0  # drawn against the card's total
+        text = screen_text(app)
+        assert "Memory 17.68 GiB of 32.00 GiB" in text
+        assert "Step 3 of 20" in text
+        assert "s Stop" in text
+        await pilot.press("s")  # stop: the trial's own process group only
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.trial_stop is not None and app.trial_stop.is_set()
+        assert "Finished: trial stopped" in screen_text(app)
+        assert app.session.history[0].outcome == "stopped"
+
+
+async def test_failed_trial_goes_back_to_proposals_with_its_own_files(
+    user_dir: Path, gpu_source: Any
+) -> None:
+    launcher = ScriptedTrial(outcome="oom")
+    app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
+                    scan_at_start=False)  # fmt: skip
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("b")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+        trial = user_dir / "trials/01-halve_micro_batch-trial"
+        assert app.session.config == trial / "config.yaml"
+        assert app.session.log == trial / "train.log"
+        assert app.session.trial_parent() == str(trial)  # the next change will be compared with this trial
+        assert "config: trials/01-halve_micro_batch-trial/config.yaml" in screen_text(app)
+
+
+async def test_real_trial_runner_with_a_stand_in_for_llamafactory(user_dir: Path, gpu_source: Any) -> None:
+    """The real ``run_trial`` (process group, sampler, result.json) launching the fake llamafactory-cli."""
+    from oomdoctor.trial.runner import run_trial
+
+    launcher = functools.partial(
+        run_trial, launcher=f"{sys.executable} {FAKE_LAUNCHER}", timeout_s=60, grace_s=2
+    )
+    app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
+                    scan_at_start=False, trial_steps=3)  # fmt: skip
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        text = screen_text(app)
+    trial = user_dir / "trials/01-halve_micro_batch-trial"
+    result = json.loads((trial / "result.json").read_text(encoding="utf-8"))
+    assert result["outcome"] == "ok" and result["steps_done"] == 3
+    assert (trial / "train.log").read_text(encoding="utf-8")
+    assert (
+        json.loads((trial / "change.json").read_text(encoding="utf-8"))["rule"]
+        == "first_batch.halve_micro_batch"
+    )
+    assert "Finished: trial passed" in text
+    assert app.session.history[0].outcome == "passed"
