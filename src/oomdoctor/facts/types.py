@@ -168,6 +168,16 @@ class LogFacts:
     vram_reserved_gib: float | None = None
     bytes_read: int = 0
     truncated_read: bool = False  # only the tail of a big log was read
+    # Added by the log reader (facts/log.py)
+    ran_out_of: str | None = None  # "gpu" / "host": which memory the failure was about
+    error_type: str | None = None  # exception class as printed, e.g. "torch.OutOfMemoryError", "MemoryError"
+    phase_confidence: str | None = None  # "high" (frames / markers say so) / "low" (inferred from absence)
+    phase_evidence_text: list[dict[str, str]] = field(default_factory=list)  # phase_evidence in en + zh
+    traceback_cut: bool = False  # the log ends inside a traceback (no error line): phase is where it failed
+    other_error: str | None = None  # the error line when the run failed for something other than memory
+    host: str | None = None  # "gpu-q-13:" style prefix of the failing process
+    runs_seen: int = 1  # runs found in the file (appended nohup.out, restarts)
+    encoding: str | None = None  # "utf-8" / "gbk" / "utf-16-le" ...
 
 
 @dataclass
