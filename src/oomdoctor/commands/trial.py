@@ -1,0 +1,164 @@
+"""``oomdoctor trial``: run a short trial of a config, print progress and the result.
+
+Exit 0 when the trial finished, 1 when it failed (out of memory, non-zero exit, time limit), 2 for bad input.
+The trial folder is the record; ``oomdoctor compare`` reads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Any, TextIO
+
+from oomdoctor.errors import EXIT_FAILED, EXIT_OK
+from oomdoctor.i18n import Lang, msg
+
+if TYPE_CHECKING:
+    from oomdoctor.trial.runner import TrialProgress, TrialResult
+    from oomdoctor.trial.sampler import SampleSnapshot
+
+HEARTBEAT_S = 10.0  # while no step completes (loading), say the peak this often
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="the LLaMA-Factory YAML to try / 要试跑的配置")
+    parser.add_argument("--steps", type=int, default=50, help="update steps to run (default 50) / 更新步数")
+    parser.add_argument(
+        "--out", required=True, help="new trial folder (must not exist) / 新的试跑目录(不能已存在)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="time limit in seconds (default 600) / 时限(秒)"
+    )
+    parser.add_argument(
+        "--launcher",
+        default="llamafactory-cli train",
+        help='how to start training; VAR=value words become environment, e.g. "FORCE_TORCHRUN=1 llamafactory-cli '
+        'train" / 启动命令',
+    )
+    parser.add_argument(
+        "--interval", type=float, default=0.2, help="sampling interval in seconds / 采样间隔(秒)"
+    )
+    parser.add_argument("--show-log", action="store_true", help="echo the training output / 同时输出训练日志")
+    parser.add_argument("--json", action="store_true", help="print result.json at the end / 结束时输出 JSON")
+
+
+def _source_label(source: str | None, lang: Lang) -> str:
+    return msg("trial_source_host" if source == "host_rss" else "trial_source_gpu", lang)
+
+
+class _Printer:
+    """Progress lines: one per completed step, plus a heartbeat while nothing completes."""
+
+    def __init__(self, lang: Lang, out: TextIO, show_log: bool) -> None:
+        self.lang = lang
+        self.out = out
+        self.show_log = show_log
+        self.last_print = time.monotonic()
+        self.latest: SampleSnapshot | None = None
+
+    def _print(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+        self.last_print = time.monotonic()
+
+    def on_line(self, line: str) -> None:
+        if self.show_log or line.startswith("[oomdoctor]"):
+            self._print(line)
+
+    def on_sample(self, snapshot: SampleSnapshot) -> None:
+        self.latest = snapshot
+        if time.monotonic() - self.last_print >= HEARTBEAT_S and snapshot.peak_mib is not None:
+            self._print(
+                msg(
+                    "trial_heartbeat",
+                    self.lang,
+                    elapsed=snapshot.time_s,
+                    peak=snapshot.peak_mib,
+                    source=_source_label(snapshot.source, self.lang),
+                )  # fmt: skip
+            )
+
+    def on_progress(self, progress: TrialProgress) -> None:
+        source = self.latest.source if self.latest else None
+        self._print(
+            msg(
+                "trial_progress",
+                self.lang,
+                step=progress.steps_done,
+                total=progress.total_steps or "?",
+                elapsed=progress.elapsed_s,
+                peak=progress.peak_mib or 0.0,
+                source=_source_label(source, self.lang),
+            )  # fmt: skip
+        )
+
+
+def summary(result: TrialResult, lang: Lang) -> list[str]:
+    """The result in a few lines, in the course's terms (peak MiB/GiB, wall seconds, outcome)."""
+    r: dict[str, Any] = result.record
+    lines = [msg(f"trial_outcome_{r['outcome']}", lang, code=r["exit_code"])]
+    if r["peak_memory_mib"] is not None:
+        lines.append(
+            msg(
+                "trial_peak",
+                lang,
+                mib=r["peak_memory_mib"],
+                gib=r["peak_memory_mib"] / 1024,
+                source=_source_label(r["peak_source"], lang),
+                samples=r["samples"],
+            )  # fmt: skip
+        )
+    lines.append(msg("trial_wall", lang, wall=r["wall_s"], runtime=_or_dash(r["train_runtime_s"], "{:.2f}")))
+    lines.append(
+        msg(
+            "trial_steps",
+            lang,
+            done=r["steps_done"],
+            total=r["total_steps"] or r["steps_requested"],
+            eval_loss=_or_dash(r["eval_loss"], "{:.4f}"),
+            checkpoint=(r["checkpoints"] or ["-"])[-1],
+        )  # fmt: skip
+    )
+    if r["oom"]:
+        phase = msg(f"phase_{r['phase']}", lang) if r.get("phase") else "?"
+        cause = msg(f"cause_{r['cause']}", lang) if r.get("cause") else "?"
+        lines.append(msg("trial_oom", lang, phase=phase, cause=cause, line=r.get("error_line") or "-"))
+    if r["warnings"]:
+        lines.append(msg("trial_warnings", lang, count=len(r["warnings"]), first=r["warnings"][0]))
+    if r["other_gpu_processes"]:
+        lines.append(msg("trial_others_note", lang, count=len(r["other_gpu_processes"])))
+    lines.append(msg("trial_folder", lang, folder=result.folder))
+    return lines
+
+
+def _or_dash(value: Any, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    from oomdoctor.trial.runner import run_trial
+
+    lang: Lang = args.lang
+    progress_out = sys.stderr if args.json else sys.stdout
+    printer = _Printer(lang, progress_out, args.show_log)
+    printer._print(msg("trial_starting", lang, out=args.out, steps=args.steps, timeout=args.timeout))
+    result = run_trial(
+        args.config,
+        steps=args.steps,
+        out_dir=args.out,
+        timeout_s=args.timeout,
+        launcher=args.launcher,
+        interval_s=args.interval,
+        on_sample=printer.on_sample,
+        on_line=printer.on_line,
+        on_progress=printer.on_progress,
+    )
+    if args.json:
+        print(json.dumps({"folder": str(result.folder), **result.record}, ensure_ascii=False, indent=2))
+    else:
+        print()
+        for line in summary(result, lang):
+            print(line)
+    return EXIT_OK if result.ok else EXIT_FAILED

@@ -1,0 +1,155 @@
+"""``oomdoctor watch``: the course's ``watch -n 1 nvidia-smi`` in a second terminal, touching nothing.
+
+Per GPU: name, used/total with a bar, utilisation, power and the processes on it; then the host's RAM (a
+bare ``Killed`` is host RAM). Without an NVIDIA GPU it says so and shows the host's RAM. Redraws in place on
+a terminal (ANSI clear), appends frames otherwise; ``--once`` prints one frame, ``--json`` one JSON object per
+frame. Ctrl+C ends it with exit 0: only this monitor stops, never the training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from oomdoctor.errors import EXIT_OK, BadInput
+from oomdoctor.i18n import Lang, msg
+
+CLEAR = "\x1b[H\x1b[2J"
+BAR_WIDTH = 30
+MIB = 1024 * 1024
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--interval", type=float, default=1.0, help="seconds between frames (default 1) / 刷新间隔(秒)"
+    )
+    parser.add_argument("--once", action="store_true", help="print one frame and exit / 只输出一帧")
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON object per frame / 每帧输出一个 JSON 对象"
+    )
+
+
+def read_frame(source: Any) -> dict[str, Any]:
+    """Everything one frame shows, as plain data (the JSON output)."""
+    import psutil
+
+    from oomdoctor.facts.gpu import read_gpu
+
+    gpu = read_gpu(source)
+    live = {row[0]: row for row in source.sample()} if gpu.available else {}
+    gpus = []
+    for dev in gpu.devices:
+        row = live.get(dev.index)
+        gpus.append(
+            {
+                "index": dev.index,
+                "name": dev.name,
+                "memory_used_mib": row[1] if row else dev.used_mib,
+                "memory_total_mib": row[2] if row else dev.total_mib,
+                "util_pct": row[3] if row else None,
+                "power_w": row[4] if row else None,
+                "processes": [{"pid": p.pid, "name": p.name, "used_mib": p.used_mib} for p in dev.processes],
+            }
+        )
+    vm = psutil.virtual_memory()
+    return {
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "gpu_available": gpu.available,
+        "reason": gpu.reason,
+        "driver": gpu.driver,
+        "gpus": gpus,
+        "host": {"memory_used_mib": (vm.total - vm.available) / MIB, "memory_total_mib": vm.total / MIB},
+    }
+
+
+def bar(used: float | None, total: float | None, width: int = BAR_WIDTH) -> str:
+    if not used or not total:
+        return "[" + " " * width + "]"
+    filled = min(width, round(width * used / total))
+    return "[" + "|" * filled + " " * (width - filled) + "]"
+
+
+def render_frame(frame: dict[str, Any], lang: Lang, interval_s: float | None = None) -> str:
+    head = msg("watch_title", lang, time=frame["time"])
+    if interval_s is not None:
+        head += "  " + msg("watch_every", lang, interval=interval_s)
+    lines = [head, ""]
+    if not frame["gpu_available"]:
+        lines.append(msg("watch_no_gpu", lang, reason=frame["reason"] or "-"))
+    for g in frame["gpus"]:
+        used, total = g["memory_used_mib"], g["memory_total_mib"]
+        util = "-" if g["util_pct"] is None else f"{g['util_pct']:.0f}%"
+        power = "-" if g["power_w"] is None else f"{g['power_w']:.0f} W"
+        lines.append(f"GPU {g['index']}  {g['name']}")
+        lines.append(
+            f"  {bar(used, total)} {used or 0:,.0f} / {total:,.0f} MiB  "
+            + msg("watch_util_power", lang, util=util, power=power)
+        )
+        if g["processes"]:
+            for p in g["processes"]:
+                used_p = "-" if p["used_mib"] is None else f"{p['used_mib']:,.0f} MiB"
+                lines.append(f"    pid {p['pid']:>7}  {used_p:>12}  {p['name'] or '?'}")
+        else:
+            lines.append("    " + msg("watch_no_processes", lang))
+    host = frame["host"]
+    lines += [
+        "",
+        msg("watch_host", lang),
+        f"  {bar(host['memory_used_mib'], host['memory_total_mib'])} "
+        f"{host['memory_used_mib']:,.0f} / {host['memory_total_mib']:,.0f} MiB",
+        "",
+        msg("watch_hint", lang),
+    ]
+    return "\n".join(lines)
+
+
+def watch(
+    source: Any,
+    *,
+    lang: Lang,
+    interval_s: float = 1.0,
+    once: bool = False,
+    as_json: bool = False,
+    out: TextIO | None = None,
+    stop: threading.Event | None = None,
+    frames: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Print frames until Ctrl+C, ``stop`` or ``frames`` frames. Only reads; exit 0."""
+    out = out if out is not None else sys.stdout
+    stop = stop if stop is not None else threading.Event()
+    redraw = not as_json and not once and out.isatty()
+    start, shown = clock(), 0
+    try:
+        while True:
+            frame = read_frame(source)
+            if as_json:
+                out.write(json.dumps(frame, ensure_ascii=False) + "\n")
+            else:
+                text = render_frame(frame, lang, None if once else interval_s)
+                out.write((CLEAR + text + "\n") if redraw else (text + "\n\n"))
+            out.flush()
+            shown += 1
+            if once or (frames is not None and shown >= frames):
+                return EXIT_OK
+            due = start + shown * interval_s  # drift-corrected; a slow frame skips, never bunches
+            now = clock()
+            while due < now:
+                due += interval_s
+            if stop.wait(due - now):
+                return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    from oomdoctor.facts.gpu import NvmlSource
+
+    if not args.interval or args.interval <= 0:
+        raise BadInput(msg("watch_bad_interval", None, value=args.interval))
+    return watch(NvmlSource(), lang=args.lang, interval_s=args.interval, once=args.once, as_json=args.json)
