@@ -1,0 +1,320 @@
+"""Read a training log and say whether, when and how memory ran out.
+
+Accepts console captures, ``nohup.out``, the WebUI's ``running_log.txt``, LLaMA-Factory's
+``trainer_log.jsonl`` and an ``output_dir`` holding them. Big logs are read from the end only (the failure
+is at the end; the banner at the start is read too), so a log of gigabytes costs what its last 64 MiB cost.
+``tail_bytes=None`` streams the whole file instead, in chunks, without holding it in memory.
+
+The knowledge (OOM forms, frames, markers) is in ``log_markers.yaml``; the line handling in
+``log_text.py``, the scanning in ``log_scan.py`` and the phase decision in ``log_phase.py``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from oomdoctor.errors import BadInput
+from oomdoctor.facts.log_oom import parse_oom_numbers
+from oomdoctor.facts.log_phase import decide, text
+from oomdoctor.facts.log_scan import LogScanner, Run
+from oomdoctor.facts.log_tables import tables
+from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary
+from oomdoctor.facts.types import LogFacts, OtherProcess
+from oomdoctor.i18n import msg
+
+DEFAULT_TAIL_BYTES = 64 * 1024**2
+HEAD_BYTES = 1024**2  # the banner (batch sizes, world size) sits at the start of a big log
+STREAM_CHUNK_BYTES = 8 * 1024**2
+TRAINER_LOG_MAX_BYTES = 16 * 1024**2
+_SNIFF_BYTES = 64 * 1024
+
+
+def read_log(path: str | os.PathLike[str], *, tail_bytes: int | None = DEFAULT_TAIL_BYTES) -> LogFacts:
+    """Read a log file (or a LLaMA-Factory output_dir). BadInput when missing, empty or binary."""
+    p = Path(path)
+    if not p.exists():
+        raise BadInput(msg("file_missing", None, what="log", what_zh="日志", path=p))
+    if p.is_dir():
+        return _read_output_dir(p, tail_bytes)
+    if not p.is_file():
+        raise BadInput(msg("not_a_file", None, path=p))
+    if p.stat().st_size == 0:
+        raise BadInput(msg("log_empty", None, path=p))
+    if _is_trainer_log(p):
+        return _facts_from(LogScanner(), path=str(p), trainer_log=_read_trainer_log(p), bytes_read=p.stat().st_size)
+    scanner = LogScanner()
+    bytes_read, truncated, encoding = _scan_file(p, scanner, tail_bytes)
+    return _facts_from(scanner, path=str(p), bytes_read=bytes_read, truncated=truncated, encoding=encoding)
+
+
+def parse_log_text(text: str, *, path: str | None = None) -> LogFacts:
+    """Read a log given as text (a pasted excerpt, a case file). Text that is a trainer_log.jsonl works too."""
+    records = _trainer_records(text)
+    if records is not None:
+        return _facts_from(LogScanner(), path=path, trainer_log=records, bytes_read=len(text))
+    scanner = LogScanner()
+    scanner.feed_text(text)
+    return _facts_from(scanner, path=path, bytes_read=len(text))
+
+
+# ---------------------------------------------------------------------------------------------- files
+def _scan_file(p: Path, scanner: LogScanner, tail_bytes: int | None) -> tuple[int, bool, str]:
+    """Feed the file to the scanner: whole, head + tail, or streamed. Returns (bytes read, truncated, encoding)."""
+    size = p.stat().st_size
+    with open(p, "rb") as fh:
+        head = fh.read(min(size, _SNIFF_BYTES))
+        if looks_binary(head):
+            raise BadInput(msg("log_binary", None, path=p))
+        bom = bom_encoding(head)
+        fh.seek(0)
+        if tail_bytes is None:
+            return _stream(fh, scanner, bom), False, bom or "utf-8"
+        if size <= tail_bytes + HEAD_BYTES:
+            data = fh.read()
+            content, encoding = decode_block(data, bom)
+            _require_text(content, p)
+            scanner.feed_text(content)
+            return len(data), False, encoding
+        head_data = fh.read(HEAD_BYTES)
+        start = size - tail_bytes
+        if bom and bom.startswith("utf-16"):
+            start -= start % 2
+        fh.seek(start)
+        tail_data = fh.read()
+    head_text, encoding = decode_block(_to_last_newline(head_data, bom), bom)
+    tail_text, encoding = decode_block(tail_data, bom)
+    tail_text = tail_text[tail_text.find("\n") + 1 :]  # the first line is partial
+    _require_text(head_text + tail_text, p)
+    scanner.feed_text(head_text)
+    scanner.gap()
+    scanner.feed_text(tail_text)
+    return len(head_data) + len(tail_data), True, encoding
+
+
+def _to_last_newline(data: bytes, encoding: str | None) -> bytes:
+    newline = b"\n\x00" if encoding == "utf-16-le" else b"\x00\n" if encoding == "utf-16-be" else b"\n"
+    cut = data.rfind(newline)
+    return data[: cut + len(newline)] if cut >= 0 else data
+
+
+def _stream(fh: Any, scanner: LogScanner, bom: str | None) -> int:
+    """Full scan in fixed-size chunks cut at line ends: memory stays bounded whatever the file size."""
+    total = 0
+    if bom and bom.startswith("utf-16"):
+        decoder = codecs.getincrementaldecoder(bom)(errors="replace")
+        carry = ""
+        while chunk := fh.read(STREAM_CHUNK_BYTES):
+            total += len(chunk)
+            content = carry + decoder.decode(chunk)
+            cut = content.rfind("\n")
+            carry, content = (content[cut + 1 :], content[: cut + 1]) if cut >= 0 else (content, "")
+            scanner.feed_text(content.lstrip("\ufeff"))
+        scanner.feed_text(carry + decoder.decode(b"", final=True))
+        return total
+    rest = b""
+    while chunk := fh.read(STREAM_CHUNK_BYTES):
+        total += len(chunk)
+        data = rest + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0 and len(data) < 8 * STREAM_CHUNK_BYTES:
+            rest = data
+            continue
+        cut = cut if cut >= 0 else len(data) - 1
+        rest = data[cut + 1 :]
+        scanner.feed_text(decode_block(data[: cut + 1], bom)[0])
+    if rest:
+        scanner.feed_text(decode_block(rest, bom)[0])
+    return total
+
+
+def _require_text(content: str, p: Path) -> None:
+    if not content.strip():
+        raise BadInput(msg("log_empty", None, path=p))
+
+
+def _read_output_dir(d: Path, tail_bytes: int | None) -> LogFacts:
+    t = tables()
+    text_log = next((d / n for n in t.output_dir_logs if (d / n).is_file() and (d / n).stat().st_size > 0), None)
+    trainer_log = d / t.trainer_log
+    has_trainer_log = trainer_log.is_file() and trainer_log.stat().st_size > 0
+    if text_log is None and not has_trainer_log:
+        names = ", ".join([*t.output_dir_logs, t.trainer_log])
+        raise BadInput(msg("log_dir_empty", None, path=d, names=names))
+    scanner = LogScanner()
+    bytes_read, truncated, encoding = 0, False, None
+    if text_log is not None:
+        bytes_read, truncated, encoding = _scan_file(text_log, scanner, tail_bytes)
+    records = _read_trainer_log(trainer_log) if has_trainer_log else None
+    if records is not None:
+        bytes_read += min(trainer_log.stat().st_size, TRAINER_LOG_MAX_BYTES)
+    return _facts_from(
+        scanner,
+        path=str(text_log or trainer_log),
+        trainer_log=records,
+        bytes_read=bytes_read,
+        truncated=truncated,
+        encoding=encoding,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- trainer_log.jsonl
+def _is_trainer_log(p: Path) -> bool:
+    if p.name.endswith(".jsonl"):
+        return True
+    with open(p, "rb") as fh:
+        first = fh.read(4096).lstrip()
+    return first.startswith(b'{"') and b'"current_steps"' in first
+
+
+def _read_trainer_log(p: Path) -> list[dict[str, Any]]:
+    size = p.stat().st_size
+    with open(p, "rb") as fh:
+        if size > TRAINER_LOG_MAX_BYTES:
+            fh.seek(size - TRAINER_LOG_MAX_BYTES)
+        data = fh.read()
+    if b"\x00" in data[:8192]:
+        raise BadInput(msg("log_binary", None, path=p))
+    content = data.decode("utf-8", errors="replace")
+    if size > TRAINER_LOG_MAX_BYTES:
+        content = content[content.find("\n") + 1 :]
+    records = _trainer_records(content)
+    if records is None:
+        if not content.strip():
+            raise BadInput(msg("log_empty", None, path=p))
+        records = []
+    return records
+
+
+def _trainer_records(content: str) -> list[dict[str, Any]] | None:
+    """The JSON objects of a trainer_log.jsonl, or None when the text is not one."""
+    stripped = content.lstrip()
+    if not stripped.startswith('{"'):
+        return None
+    records: list[dict[str, Any]] = []
+    for line in stripped.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            records.append(obj)
+    if not records or not any("current_steps" in r for r in records):
+        return None
+    return records
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------- facts
+def _facts_from(
+    scanner: LogScanner,
+    *,
+    path: str | None,
+    bytes_read: int,
+    truncated: bool = False,
+    encoding: str | None = None,
+    trainer_log: list[dict[str, Any]] | None = None,
+) -> LogFacts:
+    run, runs_seen = scanner.result()
+    f = LogFacts(path=path, bytes_read=bytes_read, truncated_read=truncated, encoding=encoding, runs_seen=runs_seen)
+    _banner_facts(f, run)
+    jsonl_steps = _apply_trainer_log(f, trainer_log) if trainer_log else None
+    snap = run.snap
+    failure = run.failure
+    if failure is None:
+        f.training_started = snap.training_started or f.training_started
+        f.eval_started = snap.eval_started
+        f.weights_loaded = True if snap.weights_loaded or f.training_started else None
+        known = [n for n in (snap.train_steps, jsonl_steps) if n is not None]
+        f.good_steps = max(known) if known else None
+        f.other_error = run.other_error
+        return f
+
+    res = decide(failure, run, tables(), jsonl_steps=jsonl_steps)
+    fs = failure.snapshot
+    f.oom = not failure.cut
+    f.traceback_cut = failure.cut
+    f.oom_kind = res.kind
+    f.ran_out_of = failure.ran_out_of
+    f.error_type = res.error_type
+    f.error_line = failure.line
+    f.phase = res.phase
+    f.phase_confidence = res.confidence
+    f.phase_evidence_text = list(res.evidence)
+    if runs_seen > 1 and scanner.run is not run:
+        f.phase_evidence_text.append(text("log_ev_earlier_run", runs=runs_seen))
+    f.phase_evidence = [e["en"] for e in f.phase_evidence_text]
+    f.step = res.step
+    f.good_steps = res.good_steps
+    f.rank = failure.rank
+    f.host = failure.host
+    f.frames = [fr.function for fr in res.frames if fr.function]
+    f.training_started = fs.training_started
+    f.eval_started = fs.eval_started
+    f.saving = fs.context == "save"
+    f.weights_loaded = True if fs.weights_loaded else (False if res.phase == "load" else None)
+    if failure.cut:
+        f.other_error = None
+    if not failure.cut:
+        n = parse_oom_numbers(failure.message)
+        f.requested_mib = n.requested_mib
+        f.capacity_mib = n.capacity_mib
+        f.free_mib = n.free_mib
+        f.process_in_use_mib = n.process_in_use_mib
+        f.allocated_mib = n.allocated_mib
+        f.reserved_mib = n.reserved_mib
+        f.reserved_unallocated_mib = n.reserved_unallocated_mib
+        f.gpu_index = n.gpu_index
+        f.other_processes = [OtherProcess(pid=pid, used_mib=mib) for pid, mib in n.other_processes]
+    return f
+
+
+def _banner_facts(f: LogFacts, run: Run) -> None:
+    f.instantaneous_batch_size = run.instantaneous_batch_size
+    f.gradient_accumulation_steps = run.gradient_accumulation_steps
+    f.total_train_batch_size = run.total_train_batch_size
+    f.num_examples = run.num_examples
+    f.world_size = run.world_size
+    f.trainable_params = run.trainable_params
+    f.all_params = run.all_params
+    f.total_steps = run.total_steps or run.train_total
+    f.gradient_checkpointing_logged = run.gradient_checkpointing_logged
+    f.loading_shards = run.loading_shards
+    f.last_loss = run.last_loss
+    f.eval_loss = run.eval_loss
+    f.train_runtime_s = run.train_runtime_s
+    f.warnings = list(run.warnings)
+    f.alloc_retries = run.alloc_retries + run.alloc_retries_max
+
+
+def _apply_trainer_log(f: LogFacts, records: list[dict[str, Any]]) -> int | None:
+    """Steps, losses and RECORD_VRAM peaks from trainer_log.jsonl. Returns the completed training steps."""
+    steps = [int(r["current_steps"]) for r in records if "epoch" in r and isinstance(r.get("current_steps"), int)]
+    totals = [int(r["total_steps"]) for r in records if isinstance(r.get("total_steps"), int) and "epoch" in r]
+    if totals and f.total_steps is None:
+        f.total_steps = totals[-1]
+    losses = [v for r in records if (v := _number(r.get("loss"))) is not None]
+    if losses and f.last_loss is None:
+        f.last_loss = losses[-1]
+    evals = [v for r in records if (v := _number(r.get("eval_loss"))) is not None]
+    if evals and f.eval_loss is None:
+        f.eval_loss = evals[-1]
+    allocated = [v for r in records if (v := _number(r.get("vram_allocated"))) is not None]
+    reserved = [v for r in records if (v := _number(r.get("vram_reserved"))) is not None]
+    f.vram_allocated_gib = max(allocated) if allocated else None
+    f.vram_reserved_gib = max(reserved) if reserved else None
+    if steps:
+        f.training_started = True
+    return max(steps) if steps else None

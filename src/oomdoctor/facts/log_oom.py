@@ -1,0 +1,104 @@
+"""The numbers in an out-of-memory message, in MiB.
+
+PyTorch has printed two formats. Since 2.1 (new): "Tried to allocate 4.64 GiB. GPU 3 has a total capacity of
+31.74 GiB of which 1.41 GiB is free. [Process N has X memory in use.] Including non-PyTorch memory, this
+process has 30.26 GiB memory in use. Of the allocated memory 23.51 GiB is allocated by PyTorch, and 5.51 GiB is
+reserved by PyTorch but unallocated." Before (old): "Tried to allocate 896.00 MiB (GPU 2; 79.17 GiB total
+capacity; 76.68 GiB already allocated; 381.31 MiB free; 77.24 GiB reserved in total by PyTorch)". Some 2.1
+builds spelled "capacty". Host allocators give bytes ("you tried to allocate 1073741824 bytes").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_UNIT_MIB = {
+    "b": 1 / 1024**2,
+    "byte": 1 / 1024**2,
+    "bytes": 1 / 1024**2,
+    "kb": 1 / 1024,
+    "kib": 1 / 1024,
+    "mb": 1.0,
+    "mib": 1.0,
+    "gb": 1024.0,
+    "gib": 1024.0,
+    "tb": 1024.0**2,
+    "tib": 1024.0**2,
+}
+# torch prints binary units with "GiB"; a few tools print "GB" for the same thing: both are read as binary.
+_SIZE = r"([\d][\d,]*(?:\.\d+)?)\s*(TiB|GiB|MiB|KiB|TB|GB|MB|KB|bytes|byte|B)\b"
+
+
+def size_to_mib(value: str, unit: str) -> float:
+    """"4.64", "GiB" -> 4751.36. Raises ValueError on an unknown unit."""
+    factor = _UNIT_MIB.get(unit.lower())
+    if factor is None:
+        raise ValueError(f"unknown size unit {unit!r}")
+    return round(float(value.replace(",", "")) * factor, 2)
+
+
+def _one(pattern: str, text: str) -> float | None:
+    m = re.search(pattern, text)
+    return size_to_mib(m.group(1), m.group(2)) if m else None
+
+
+@dataclass
+class OomNumbers:
+    requested_mib: float | None = None
+    capacity_mib: float | None = None
+    free_mib: float | None = None
+    process_in_use_mib: float | None = None
+    allocated_mib: float | None = None
+    reserved_mib: float | None = None
+    reserved_unallocated_mib: float | None = None
+    gpu_index: int | None = None
+    other_processes: list[tuple[int, float]] = field(default_factory=list)  # (pid, MiB)
+
+
+# One message header: "torch.cuda.OutOfMemoryError: CUDA out of memory", or "RuntimeError: CUDA out of memory".
+_NEXT_MESSAGE = re.compile(r"OutOfMemoryError: (?:(?:CUDA|HIP) out of memory)?|(?:CUDA|HIP) out of memory")
+
+
+def first_message(text: str) -> str:
+    """Only the first OOM message when two processes' messages ran into one line (seen in real logs)."""
+    first = _NEXT_MESSAGE.search(text)
+    if not first:
+        return text
+    second = _NEXT_MESSAGE.search(text, first.end())
+    return text[: second.start()] if second else text
+
+
+def parse_oom_numbers(text: str) -> OomNumbers:
+    """Every size the message states, as MiB; what it does not state stays None."""
+    text = first_message(text)
+    n = OomNumbers()
+    n.requested_mib = (
+        _one(r"[Tt]ried to allocate " + _SIZE, text)
+        or _one(r"unable to mmap " + _SIZE, text)
+        or _one(r"Unable to allocate " + _SIZE, text)
+    )
+    gpu = re.search(r"\bGPU (\d+)\b", text)
+    if gpu:
+        n.gpu_index = int(gpu.group(1))
+    # new format
+    n.capacity_mib = _one(r"total capac\w* of " + _SIZE, text)
+    n.free_mib = _one(r"of which " + _SIZE + r" is free", text)
+    n.process_in_use_mib = _one(r"this process has " + _SIZE + r" memory in use", text)
+    n.allocated_mib = _one(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch", text)
+    n.reserved_unallocated_mib = _one(_SIZE + r" is reserved by PyTorch but unallocated", text)
+    for m in re.finditer(r"Process (\d+) has " + _SIZE + r" memory in use", text):
+        n.other_processes.append((int(m.group(1)), size_to_mib(m.group(2), m.group(3))))
+    # old format: "(GPU 2; 79.17 GiB total capacity; 76.68 GiB already allocated; 381.31 MiB free; ...)"
+    if n.capacity_mib is None:
+        n.capacity_mib = _one(_SIZE + r" total capac\w*", text)
+    if n.allocated_mib is None:
+        n.allocated_mib = _one(_SIZE + r" already allocated", text)
+    if n.free_mib is None:
+        n.free_mib = _one(_SIZE + r" free\b", text)
+    n.reserved_mib = _one(_SIZE + r" reserved in total by PyTorch", text) or _one(_SIZE + r" cached\)", text)
+    if n.reserved_mib is not None and n.allocated_mib is not None and n.reserved_unallocated_mib is None:
+        n.reserved_unallocated_mib = round(max(0.0, n.reserved_mib - n.allocated_mib), 2)
+    if n.reserved_mib is None and n.allocated_mib is not None and n.reserved_unallocated_mib is not None:
+        n.reserved_mib = round(n.allocated_mib + n.reserved_unallocated_mib, 2)
+    return n

@@ -1,0 +1,233 @@
+"""When memory ran out: turns the scanner's snapshot and traceback into a phase, with the evidence.
+
+Order of trust: the traceback's frames (what code was running), then the last marker the log printed
+(what the run said it was doing), then the step counter (how far training had come). When none of them
+tells, the answer is ``unknown`` and the rules engine asks the user; a guess made from the absence of
+evidence (no progress line in a short excerpt) is marked ``low`` confidence.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from oomdoctor.facts.log_scan import Failure, Run, Snapshot
+from oomdoctor.facts.log_tables import CodeRule, FrameRule, LocalText, Tables
+from oomdoctor.i18n import LANGS, MESSAGES
+
+_FILE_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+, in (?P<func>[^\s(]+)')
+_FRAGMENT_LINE = re.compile(r"^\s*line \d+, in (?P<func>[^\s(]+)\s*$")
+_SKIP_LINE = re.compile(
+    r"^\s*(?:Traceback \(most recent call last\)|During handling of the above exception|The above exception was"
+    r"|\[\s*\.\.\.\s*\]|\.\.\.|[\^~]+)\s*:?\s*$"
+)
+_ERROR_TYPE = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\b")
+TRAINING_PHASES = ("first_batch", "long_sample", "optimizer_step")
+
+
+@dataclass
+class Frame:
+    path: str | None
+    function: str | None
+    code: str | None = None
+
+
+@dataclass
+class PhaseResult:
+    phase: str
+    confidence: str  # "high" / "low"
+    evidence: list[LocalText] = field(default_factory=list)
+    step: int | None = None
+    good_steps: int | None = None
+    frames: list[Frame] = field(default_factory=list)
+    kind: str | None = None  # the failure kind, refined by the library it was raised in
+    error_type: str | None = None
+
+
+def text(key: str, **fields: object) -> LocalText:
+    """A MESSAGES entry in both languages; LocalText field values are picked per language."""
+    entry = MESSAGES[key]
+    out: LocalText = {}
+    for lang in LANGS:
+        values = {k: (v.get(lang) or v.get("en", "")) if isinstance(v, dict) else v for k, v in fields.items()}
+        out[lang] = entry[lang].format(**values)
+    return out
+
+
+def parse_frames(block: list[str]) -> list[Frame]:
+    """Frames of a traceback block, outermost first; a bare source line becomes a frame with code only."""
+    frames: list[Frame] = []
+    current: Frame | None = None
+    for line in block:
+        if not line.strip() or _SKIP_LINE.match(line):
+            continue
+        m = _FILE_LINE.match(line)
+        if m:
+            current = Frame(m.group("path"), m.group("func"))
+            frames.append(current)
+            continue
+        m = _FRAGMENT_LINE.match(line)
+        if m:
+            current = Frame(None, m.group("func"))
+            frames.append(current)
+            continue
+        code = line.strip()
+        if current is not None and current.code is None:
+            current.code = code
+        else:
+            current = Frame(None, None, code)
+            frames.append(current)
+    return frames
+
+
+_ROLE_RANK = {"context": 4, "train": 3, "loss": 2, "forward": 1}
+
+
+def _classify(frame: Frame, t: Tables) -> FrameRule | CodeRule | None:
+    """The frame's role from its function (and file), or from its source line; the stronger one wins
+    (a ``forward`` whose line calls ``loss_fct(`` is loss)."""
+    by_function: FrameRule | CodeRule | None = None
+    by_code: FrameRule | CodeRule | None = None
+    if frame.function is not None:
+        by_function = next((r for r in t.frames if r.matches(frame.function, frame.path)), None)
+    if frame.code:
+        by_code = next((r for r in t.code if any(c in frame.code for c in r.contains)), None)
+    if by_function is None or (by_code is not None and _ROLE_RANK[by_code.role] > _ROLE_RANK[by_function.role]):
+        return by_code
+    return by_function
+
+
+def _label(frame: Frame) -> str:
+    if frame.function:
+        return f"{frame.function}()"
+    return f"`{(frame.code or '')[:80]}`"
+
+
+def _library_kind(kind: str | None, frames: list[Frame], t: Tables) -> str | None:
+    """A GPU OOM raised from DeepSpeed or bitsandbytes code is reported as that library's kind."""
+    if kind not in ("cuda_oom", "cuda_error"):
+        return kind
+    for frame in reversed(frames):
+        if frame.path is None or "/torch/" in frame.path:
+            continue
+        for library, files in t.library_kinds:
+            if any(f in frame.path for f in files):
+                return library
+        break
+    return kind
+
+
+def _good_steps(snap: Snapshot, jsonl_steps: int | None) -> int | None:
+    known = [n for n in (snap.train_steps, jsonl_steps) if n is not None]
+    if known:
+        return max(known)
+    if snap.training_started and snap.loss_dicts == 0:
+        return 0
+    return None
+
+
+def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = None) -> PhaseResult:
+    """The phase of one failure."""
+    frames = parse_frames(failure.block)
+    snap = failure.snapshot
+    good = _good_steps(snap, jsonl_steps)
+    any_steps = (good or 0) > 0 or snap.loss_dicts > 0
+    res = PhaseResult(phase="unknown", confidence="low", frames=frames, good_steps=good)
+    res.kind = _library_kind(failure.kind, frames, t)
+    if failure.line:
+        m = _ERROR_TYPE.match(failure.line)
+        res.error_type = m.group(1) if m else None
+    ev = res.evidence
+    if failure.cut:
+        ev.append(text("log_ev_cut"))
+
+    context_hit: tuple[Frame, FrameRule | CodeRule] | None = None
+    compute_hit: tuple[Frame, FrameRule | CodeRule] | None = None  # innermost train / loss / forward frame
+    roles: dict[str, tuple[Frame, FrameRule | CodeRule]] = {}
+    for frame in reversed(frames):  # innermost first
+        rule = _classify(frame, t)
+        if rule is None:
+            continue
+        if rule.role == "context":
+            context_hit = context_hit or (frame, rule)
+        else:
+            compute_hit = compute_hit or (frame, rule)
+        roles.setdefault(rule.role, (frame, rule))
+
+    def frame_evidence(hit: tuple[Frame, FrameRule | CodeRule]) -> None:
+        ev.append(text("log_ev_frame", frame=_label(hit[0]), why=hit[1].why))
+
+    def marker_evidence() -> None:
+        if snap.context_line:
+            why = snap.context_why or text(f"log_ctx_{snap.context}")
+            ev.append(text("log_ev_marker", line=snap.context_line[:120], why=why))
+
+    def training() -> None:
+        if any_steps:
+            res.phase, res.confidence = "long_sample", "high"
+            if good:
+                ev.append(text("log_ev_steps", n=good, bar=snap.train_bar or "trainer_log.jsonl"))
+            else:
+                ev.append(text("log_ev_loss_dicts", n=snap.loss_dicts))
+        elif snap.training_started:
+            res.phase, res.confidence = "first_batch", "high"
+            ev.append(text("log_ev_no_step", bar=snap.train_bar or "***** Running training *****"))
+        else:
+            res.phase, res.confidence = "first_batch", "low"
+            ev.append(text("log_ev_no_step_info"))
+
+    if context_hit is not None:
+        res.phase, res.confidence = str(context_hit[1].phase), "high"
+        frame_evidence(context_hit)
+    elif "train" in roles or ("loss" in roles and snap.context != "eval"):
+        deciding = roles.get("train") or roles["loss"]
+        if compute_hit is not None and compute_hit is not deciding:
+            frame_evidence(compute_hit)  # what was allocating
+        frame_evidence(deciding)  # why it is training
+        training()
+    elif "loss" in roles or "forward" in roles:
+        frame_evidence(compute_hit or roles.get("loss") or roles["forward"])
+        if snap.context == "eval":
+            res.phase, res.confidence = "eval", "high"
+            marker_evidence()
+        elif snap.context in ("train", "zero_init") or snap.training_started or any_steps:
+            training()
+        elif run.setup_seen:
+            ev.append(text("log_ev_setup", line=(run.setup_line or "")[:120], why=run.setup_why or {}))
+            training()
+        else:
+            ev.append(text("log_ev_forward_only"))
+    else:
+        ctx = snap.context
+        if ctx in ("load", "eval", "save"):
+            res.phase, res.confidence = ctx, "high"
+            marker_evidence()
+            if ctx == "load" and snap.shards_incomplete:
+                res.confidence = "high"
+        elif ctx == "zero_init":
+            res.phase, res.confidence = "optimizer_step", "high"
+            marker_evidence()
+        elif ctx == "train" or snap.training_started:
+            if res.kind == "killed":
+                multiple = next((k for k in t.save_step_multiples if good and good % k == 0), None)
+                if multiple is not None:
+                    res.phase, res.confidence = "save", "low"
+                    ev.append(text("log_ev_killed_save", n=good, k=multiple))
+                else:
+                    ev.append(text("log_ev_killed_training", n=good if good is not None else "?"))
+            else:
+                marker_evidence()
+                training()
+        elif ctx == "after_train":
+            marker_evidence()
+            ev.append(text("log_ev_after_train"))
+        elif not failure.cut:
+            ev.append(text("log_ev_nothing"))
+
+    if res.phase in TRAINING_PHASES:
+        res.step = good + 1 if good is not None else (1 if res.phase == "first_batch" else None)
+    elif res.phase in ("eval", "save"):
+        res.step = good
+    elif res.phase == "unknown" and snap.context == "train" and good is not None:
+        res.step = good + 1
+    return res

@@ -1,0 +1,485 @@
+"""The log scanner: reads lines in order, once, and keeps what tells where memory ran out.
+
+It is a small state machine so the same code serves a pasted excerpt, a 64 MiB tail and a streamed
+full scan of a huge log. For each run in the file it keeps what the run was doing (the last marker,
+the training progress), and at the first failure it freezes a snapshot of that state together with
+the traceback that led to it; ``facts/log_phase.py`` turns the snapshot into a phase.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from oomdoctor.facts.log_oom import first_message
+from oomdoctor.facts.log_tables import OomForm, Tables, tables
+from oomdoctor.facts.log_text import split_prefix
+
+# tqdm: "{desc}: 17%|█▏   | 1000/6060 [6:44:48<34:21:44, 24.45s/it]" (desc optional; bar may be ASCII)
+_BAR = re.compile(r"(?P<desc>[^|\r\n]*?)\s*(?P<pct>\d{1,3})%\|[^|\n]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*(?:\[[^\]\n]*\])?")
+# "{'loss': '8.283', 'grad_norm': ...}" (transformers 5 prints strings, older prints numbers)
+_DICT_VALUE = re.compile(
+    r"'(loss|eval_loss|train_runtime|train_loss|epoch)':\s*'?(-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))'?"
+)
+_FILE_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[^\s(]+)')
+_FRAGMENT_LINE = re.compile(r"^\s*line (?P<line>\d+), in (?P<func>[^\s(]+)\s*$")
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit|Failure)\b(?::|\s*$)")
+_LOG_RECORD = re.compile(
+    r"^\s*(?:\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|\[\d{4}-\d\d-\d\d|\d{4}-\d\d-\d\d[ T]\d\d:|(?:INFO|WARNING|ERROR|DEBUG)[:\s])"
+)
+_ELISION = re.compile(r"^\s*(?:\[\s*(?:\.\.\.|…)\s*\]|\.\.\.|…)\s*$")
+_CARET_LINE = re.compile(r"^\s*[\^~]+\s*$")
+
+_BANNER_HINT = re.compile(
+    r" = |trainable params|Process rank|Gradient checkpointing enabled|\*\*\*\*\*|Training completed"
+)
+_BANNER = {
+    "instantaneous_batch_size": re.compile(r"Instantaneous batch size per device = ([\d,]+)"),
+    "gradient_accumulation_steps": re.compile(r"Gradient Accumulation steps = ([\d,]+)"),
+    "total_train_batch_size": re.compile(r"Total train batch size \(w\. parallel, distributed & accumulation\) = ([\d,]+)"),
+    "total_steps": re.compile(r"Total optimization steps = ([\d,]+)"),
+    "trainable_params": re.compile(r"Number of trainable parameters = ([\d,]+)"),
+}
+_NUM_EXAMPLES = re.compile(r"Num examples = ([\d,]+)")
+_LF_PARAMS = re.compile(r"trainable params: ([\d,]+) \|\| all params: ([\d,]+)")
+_ALL_PARAMS = re.compile(r"all params: ([\d,]+)")
+_PROCESS_RANK = re.compile(r"Process rank: (\d+), world size: (\d+)")
+
+TRACEBACK_HEADER = "Traceback (most recent call last)"
+_MAX_TRACEBACK_LINES = 4000
+_RECENT_LINES = 8
+_MAX_WARNINGS = 20
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+@dataclass
+class Snapshot:
+    """What the run was doing when a failure began (copied at that moment)."""
+
+    context: str | None = None  # load / train / eval / save / after_train / zero_init
+    context_line: str | None = None  # the line that set it
+    context_why: dict[str, str] | None = None
+    train_steps: int | None = None  # last "n" of the Trainer's train bar: completed optimizer steps
+    train_bar: str | None = None  # that bar as printed, for evidence
+    loss_dicts: int = 0  # training loss dicts printed ({'loss': ...}): each follows a completed step
+    training_started: bool = False
+    eval_started: bool = False  # an evaluation began after training had started
+    shards_incomplete: bool = False  # an unfinished "Loading checkpoint shards" bar is the last load bar
+    weights_loaded: bool = False
+
+
+@dataclass
+class Failure:
+    """A line saying memory ran out (or a cut traceback), with what led to it."""
+
+    kind: str | None
+    ran_out_of: str | None
+    priority: int
+    line: str | None  # the error line, trimmed
+    message: str  # text the numbers are read from (the error line plus wrapped continuation lines)
+    key: str
+    rank: int | None
+    host: str | None
+    block: list[str]  # the traceback lines that led to it, outermost first
+    snapshot: Snapshot
+    line_no: int
+    pending_lines: int = 0  # continuation lines still to append to ``message``
+    cut: bool = False  # a traceback without its error line
+
+
+@dataclass
+class _Traceback:
+    lines: list[str]
+    snapshot: Snapshot
+    has_frames: bool = False
+
+
+@dataclass
+class Run:
+    """Everything read for one run (a file may hold several: appended nohup.out, restarts)."""
+
+    snap: Snapshot = field(default_factory=Snapshot)
+    train_total: int | None = None
+    failure: Failure | None = None
+    open_tracebacks: dict[str, _Traceback] = field(default_factory=dict)
+    recent: dict[str, deque[str]] = field(default_factory=dict)
+    last_traceback_key: str | None = None
+    last_content_was_traceback: bool = False
+    errors_seen: int = 0
+    other_error: str | None = None
+    setup_seen: bool = False
+    setup_line: str | None = None
+    setup_why: dict[str, str] | None = None
+    warnings: list[str] = field(default_factory=list)
+    alloc_retries: int = 0
+    alloc_retries_max: int = 0
+    # banner facts
+    instantaneous_batch_size: int | None = None
+    gradient_accumulation_steps: int | None = None
+    total_train_batch_size: int | None = None
+    total_steps: int | None = None
+    num_examples: int | None = None
+    world_size: int | None = None
+    trainable_params: int | None = None
+    all_params: int | None = None
+    gradient_checkpointing_logged: bool = False
+    loading_shards: bool = False
+    last_loss: float | None = None
+    eval_loss: float | None = None
+    train_runtime_s: float | None = None
+    last_epoch: float | None = None
+    lines: int = 0
+
+
+class LogScanner:
+    """Feed it lines (``feed_text`` or ``feed_lines``), then read ``result()``."""
+
+    def __init__(self, table: Tables | None = None) -> None:
+        self.t = table or tables()
+        self.run = Run()
+        self.last_failed: Run | None = None
+        self.runs_seen = 1
+        self.line_no = 0
+
+    # ------------------------------------------------------------------ feeding
+    def feed_text(self, text: str) -> None:
+        from oomdoctor.facts.log_text import split_lines
+
+        self.feed_lines(split_lines(text))
+
+    def feed_lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.line_no += 1
+            if line:
+                p = split_prefix(line)
+                self._segment(p.key, p.rank, p.host, p.text)
+            else:
+                self._blank("")
+
+    def gap(self) -> None:
+        """Lines were skipped here (head and tail of a big log): nothing carries across the gap."""
+        run = self.run
+        run.open_tracebacks.clear()
+        run.recent.clear()
+        run.last_content_was_traceback = False
+
+    def result(self) -> tuple[Run, int]:
+        """The run to report (the last one that failed, else the last one) and how many runs were seen."""
+        run = self.run
+        self._close_cut_traceback(run)
+        if run.failure is None and self.last_failed is not None:
+            return self.last_failed, self.runs_seen
+        return run, self.runs_seen
+
+    # ------------------------------------------------------------------ per line
+    def _blank(self, key: str) -> None:
+        tb = self.run.open_tracebacks.get(key)
+        if tb is not None:
+            tb.lines.append("")
+
+    def _segment(self, key: str, rank: int | None, host: str | None, text: str) -> None:
+        run = self.run
+        run.lines += 1
+        if not text.strip():
+            self._blank(key)
+            return
+        failure = run.failure
+        if failure is not None and failure.pending_lines and key == failure.key:
+            failure.pending_lines -= 1
+            if "Tried to allocate" not in text and ("GPU" in text or "capacity" in text or "PyTorch" in text or "Process" in text):
+                failure.message = failure.message + " " + text.strip()
+        # progress bars (possibly with more text glued after the bar, e.g. "...2.59s/it]Killed")
+        if "%|" in text:
+            m = _BAR.search(text)
+            if m:
+                self._bar(m.group("desc").strip().rstrip(":").strip(), int(m.group("n")), int(m.group("total")), m.group(0).strip())
+                run.last_content_was_traceback = False
+                rest = text[m.end() :]
+                if rest.strip():
+                    self._segment(key, rank, host, rest)
+                return
+        if "{'" in text and "':" in text and self._dict_line(text):
+            run.last_content_was_traceback = False
+            return
+        # traceback structure
+        stripped = text.lstrip()
+        if stripped.startswith(TRACEBACK_HEADER):
+            self._open_traceback(key, header=True)
+            run.last_content_was_traceback = True
+            return
+        frame = _FILE_LINE.match(text) or (_FRAGMENT_LINE.match(text) if "line " in text else None)
+        if frame is not None:
+            tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
+            tb.lines.append(text)
+            tb.has_frames = True
+            run.last_traceback_key = key
+            run.last_content_was_traceback = True
+            return
+        # out-of-memory forms
+        if self.t.oom_hint.search(text):
+            form = self._oom_form(text)
+            if form is not None:
+                self._failure(form, key, rank, host, text)
+                return
+        is_exception = text[:1].isalpha() and _EXCEPTION_LINE.match(text) is not None
+        if is_exception:
+            self._other_error(key, text)
+            return
+        self._markers(text)
+        if _ELISION.match(text):
+            return
+        tb = run.open_tracebacks.get(key)
+        if _LOG_RECORD.match(text):
+            run.last_content_was_traceback = False
+            run.recent.pop(key, None)
+            return
+        if tb is not None:
+            if len(tb.lines) < _MAX_TRACEBACK_LINES:
+                tb.lines.append(text)
+            run.last_content_was_traceback = True
+        else:
+            recent = run.recent.get(key)
+            if recent is None:
+                recent = run.recent[key] = deque(maxlen=_RECENT_LINES)
+            recent.append(text)
+            run.last_content_was_traceback = False
+
+    def _bar(self, desc: str, n: int, total: int, shown: str) -> None:
+        run, snap = self.run, self.run.snap
+        if desc:
+            if any(desc.startswith(b) for b in self.t.load_bars):
+                if "shard" in desc.lower():
+                    run.loading_shards = True
+                snap.shards_incomplete = n < total
+                self._set_context("load", shown, None)
+            return  # other described bars are data preparation
+        if run.train_total is not None:
+            is_train = total == run.train_total
+        else:
+            is_train = snap.context != "eval"
+        if is_train:
+            if run.train_total is None:
+                run.train_total = total
+            snap.train_steps = n
+            snap.train_bar = shown
+            snap.training_started = True
+            snap.weights_loaded = True
+            if snap.context != "train":
+                self._set_context("train", shown, None)
+        elif n < total:
+            if snap.context != "eval":
+                self._set_context("eval", shown, None)
+            if snap.training_started:
+                snap.eval_started = True
+
+    def _dict_line(self, text: str) -> bool:
+        """A Trainer metrics dict; True when it was one."""
+        run, snap = self.run, self.run.snap
+        values: dict[str, float] = {}
+        for m in _DICT_VALUE.finditer(text):
+            try:
+                values[m.group(1)] = float(m.group(2))
+            except ValueError:
+                continue
+        if not values:
+            return False
+        if "epoch" in values:
+            run.last_epoch = values["epoch"]
+        if "loss" in values:
+            run.last_loss = values["loss"]
+            snap.loss_dicts += 1
+            snap.training_started = True
+            snap.weights_loaded = True
+            self._set_context("train", text.strip(), None)
+        if "eval_loss" in values:
+            run.eval_loss = values["eval_loss"]
+            if snap.training_started:
+                self._set_context("train", text.strip(), None)
+        if "train_runtime" in values:
+            run.train_runtime_s = values["train_runtime"]
+            self._set_context("after_train", text.strip(), None)
+        return True
+
+    def _set_context(self, context: str, line: str, why: dict[str, str] | None) -> None:
+        snap = self.run.snap
+        snap.context = context
+        snap.context_line = line[:200]
+        snap.context_why = why
+
+    def _markers(self, text: str) -> None:
+        run, snap = self.run, self.run.snap
+        t = self.t
+        if t.marker_any.search(text):
+            for marker in t.markers:
+                if marker.pattern.search(text):
+                    if marker.setup:
+                        run.setup_seen = True
+                        run.setup_line = run.setup_line or text.strip()[:200]
+                        run.setup_why = marker.why
+                        continue
+                    if marker.context == "train" and t.run_start.search(text) and self._restart_if_failed():
+                        run, snap = self.run, self.run.snap
+                    if marker.context == "train":
+                        snap.training_started = True
+                        snap.weights_loaded = True
+                        run.num_examples = None  # the next "Num examples" is the training set's
+                    elif marker.context == "eval" and snap.training_started:
+                        snap.eval_started = True
+                    self._set_context(str(marker.context), text.strip(), marker.why)
+                    break
+        elif t.run_start.search(text):
+            if self._restart_if_failed():
+                run, snap = self.run, self.run.snap
+        if _BANNER_HINT.search(text):
+            self._banner(text)
+        if t.allocator_any.search(text):
+            for w in t.allocator_warnings:
+                m = w.pattern.search(text)
+                if m:
+                    count = int(m.group("n")) if "n" in w.pattern.groupindex else 0
+                    if w.count == "add":
+                        run.alloc_retries += count
+                    elif w.count == "max":
+                        run.alloc_retries_max = max(run.alloc_retries_max, count)
+                    self._warn(text)
+                    break
+
+    def _banner(self, text: str) -> None:
+        run, snap = self.run, self.run.snap
+        for name, rx in _BANNER.items():
+            m = rx.search(text)
+            if m:
+                setattr(run, name, _int(m.group(1)))
+                if name == "total_steps":
+                    run.train_total = run.total_steps
+                return
+        m = _NUM_EXAMPLES.search(text)
+        if m:
+            if snap.context == "train" and run.num_examples is None:
+                run.num_examples = _int(m.group(1))
+            return
+        m = _LF_PARAMS.search(text)
+        if m:
+            run.trainable_params = _int(m.group(1))
+            run.all_params = _int(m.group(2))
+            snap.weights_loaded = True
+            return
+        m = _PROCESS_RANK.search(text)
+        if m:
+            run.world_size = int(m.group(2))
+            return
+        if "Gradient checkpointing enabled" in text:
+            run.gradient_checkpointing_logged = True
+            return
+        m = _ALL_PARAMS.search(text)
+        if m and run.all_params is None:
+            run.all_params = _int(m.group(1))
+
+    def _warn(self, text: str) -> None:
+        run = self.run
+        line = text.strip()[:240]
+        if line not in run.warnings and len(run.warnings) < _MAX_WARNINGS:
+            run.warnings.append(line)
+
+    # ------------------------------------------------------------------ tracebacks and failures
+    def _open_traceback(self, key: str, *, header: bool) -> _Traceback:
+        run = self.run
+        old = run.open_tracebacks.get(key)
+        if header or old is None:
+            # a chained traceback ("During handling of ...") starts a fresh block; keep the first if it
+            # already reached a failure (that one is recorded on the Failure itself)
+            tb = _Traceback(lines=[], snapshot=replace(run.snap))
+            run.open_tracebacks[key] = tb
+        else:
+            tb = old
+        run.last_traceback_key = key
+        run.recent.pop(key, None)
+        return tb
+
+    def _oom_form(self, text: str) -> OomForm | None:
+        for form in self.t.oom_forms:
+            if any(h in text for h in form.hints) and form.pattern.search(text):
+                return form
+        return None
+
+    def _failure(self, form: OomForm, key: str, rank: int | None, host: str | None, text: str) -> None:
+        run = self.run
+        run.last_content_was_traceback = False
+        if form.only_without_error and run.errors_seen:
+            self._warn(text)
+            return
+        current = run.failure
+        if current is not None and form.priority <= current.priority:
+            if form.kind == "killed":
+                self._warn(text)
+            run.open_tracebacks.pop(key, None)
+            return
+        tb = run.open_tracebacks.pop(key, None)
+        if tb is not None:
+            block, snap = tb.lines, tb.snapshot
+        else:
+            block, snap = list(run.recent.get(key, ())), replace(run.snap)
+        run.recent.pop(key, None)
+        run.failure = Failure(
+            kind=form.kind,
+            ran_out_of=form.ran_out_of,
+            priority=form.priority,
+            line=first_message(text.strip())[:400],
+            message=text,
+            key=key,
+            rank=rank,
+            host=host,
+            block=block,
+            snapshot=snap,
+            line_no=self.line_no,
+            pending_lines=3 if form.kind == "cuda_oom" and "capac" not in text else 0,
+        )
+        if current is not None and current.kind == "killed" and current.line:
+            self._warn(current.line)
+
+    def _other_error(self, key: str, text: str) -> None:
+        run = self.run
+        run.errors_seen += 1
+        run.other_error = text.strip()[:400]
+        run.open_tracebacks.pop(key, None)
+        run.last_content_was_traceback = False
+
+    def _close_cut_traceback(self, run: Run) -> None:
+        """A log that ends inside a traceback (an excerpt cut before its error line): record where it was."""
+        if run.failure is not None or not run.last_content_was_traceback:
+            return
+        key = run.last_traceback_key
+        tb = run.open_tracebacks.get(key) if key is not None else None
+        if tb is None or not tb.has_frames:
+            return
+        run.failure = Failure(
+            kind=None,
+            ran_out_of=None,
+            priority=-1,
+            line=None,
+            message="",
+            key=key or "",
+            rank=None,
+            host=None,
+            block=tb.lines,
+            snapshot=tb.snapshot,
+            line_no=self.line_no,
+            cut=True,
+        )
+        if key and key.startswith("rank"):
+            run.failure.rank = int(key[4:])
+        elif key and key.startswith("host:"):
+            run.failure.host = key[5:]
+
+    def _restart_if_failed(self) -> bool:
+        """A new run starts in the same file: keep the failed one, start over."""
+        if self.run.failure is None:
+            return False
+        self.last_failed = self.run
+        self.run = Run()
+        self.runs_seen += 1
+        return True

@@ -1,0 +1,147 @@
+"""log_markers.yaml, loaded once and compiled: the knowledge the log scanner applies."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MARKERS_FILE = Path(__file__).with_name("log_markers.yaml")
+
+LocalText = dict[str, str]
+
+
+@dataclass(frozen=True)
+class OomForm:
+    kind: str
+    ran_out_of: str
+    priority: int
+    pattern: re.Pattern[str]
+    hints: tuple[str, ...]
+    only_without_error: bool = False
+
+
+@dataclass(frozen=True)
+class FrameRule:
+    role: str  # context / train / loss / forward
+    phase: str | None
+    functions: frozenset[str]
+    files: tuple[str, ...]
+    why: LocalText
+
+    def matches(self, function: str | None, path: str | None) -> bool:
+        if self.functions and (function is None or function not in self.functions):
+            return False
+        if self.files:
+            return path is not None and any(f in path for f in self.files)
+        return bool(self.functions)
+
+
+@dataclass(frozen=True)
+class CodeRule:
+    role: str
+    phase: str | None
+    contains: tuple[str, ...]
+    why: LocalText
+
+
+@dataclass(frozen=True)
+class Marker:
+    context: str | None  # None for set-up markers
+    setup: bool
+    pattern: re.Pattern[str]
+    why: LocalText
+
+
+@dataclass(frozen=True)
+class AllocatorWarning:
+    pattern: re.Pattern[str]
+    count: str | None  # "add" / "max" / None
+
+
+@dataclass(frozen=True)
+class Tables:
+    oom_forms: tuple[OomForm, ...]
+    oom_hint: re.Pattern[str]
+    library_kinds: tuple[tuple[str, tuple[str, ...]], ...]
+    run_start: re.Pattern[str]
+    frames: tuple[FrameRule, ...]
+    code: tuple[CodeRule, ...]
+    markers: tuple[Marker, ...]
+    marker_any: re.Pattern[str]
+    load_bars: tuple[str, ...]
+    allocator_warnings: tuple[AllocatorWarning, ...]
+    allocator_any: re.Pattern[str]
+    save_step_multiples: tuple[int, ...]
+    output_dir_logs: tuple[str, ...]
+    trainer_log: str
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+
+def _why(entry: dict[str, Any]) -> LocalText:
+    why = entry.get("why") or {}
+    return {"en": str(why.get("en", "")), "zh": str(why.get("zh", why.get("en", "")))}
+
+
+def _any_of(patterns: list[str]) -> re.Pattern[str]:
+    """One regex that finds a line worth the per-entry regexes (named groups dropped: they repeat)."""
+    return re.compile("|".join(f"(?:{re.sub(r'[(][?]P<[A-Za-z_]+>', '(?:', p)})" for p in patterns))
+
+
+@functools.lru_cache(maxsize=1)
+def tables() -> Tables:
+    """Load and compile log_markers.yaml (once per process)."""
+    import yaml
+
+    # the C loader when PyYAML has it (ten times faster at start-up); both are the safe loader
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    raw = yaml.load(MARKERS_FILE.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+    forms = tuple(
+        OomForm(
+            kind=f["kind"],
+            ran_out_of=f["ran_out_of"],
+            priority=int(f["priority"]),
+            pattern=re.compile(f["pattern"]),
+            hints=tuple(f["hint"]),
+            only_without_error=bool(f.get("only_without_error", False)),
+        )
+        for f in raw["oom_forms"]
+    )
+    hints = sorted({h for f in forms for h in f.hints}, key=len, reverse=True)
+    frames = tuple(
+        FrameRule(
+            role=f["role"],
+            phase=f.get("phase"),
+            functions=frozenset(f.get("functions") or ()),
+            files=tuple(f.get("files") or ()),
+            why=_why(f),
+        )
+        for f in raw["frames"]
+    )
+    code = tuple(
+        CodeRule(role=c["role"], phase=c.get("phase"), contains=tuple(c["contains"]), why=_why(c)) for c in raw["code"]
+    )
+    markers = tuple(
+        Marker(context=m.get("context"), setup=bool(m.get("setup", False)), pattern=re.compile(m["pattern"]), why=_why(m))
+        for m in raw["markers"]
+    )
+    warnings = tuple(AllocatorWarning(re.compile(w["pattern"]), w.get("count")) for w in raw["allocator_warnings"])
+    return Tables(
+        oom_forms=forms,
+        oom_hint=re.compile("|".join(re.escape(h) for h in hints)),
+        library_kinds=tuple((k["kind"], tuple(k["files"])) for k in raw["library_kinds"]),
+        run_start=_any_of(raw["run_start"]),
+        frames=frames,
+        code=code,
+        markers=markers,
+        marker_any=_any_of([m["pattern"] for m in raw["markers"]]),
+        load_bars=tuple(raw["load_bars"]),
+        allocator_warnings=warnings,
+        allocator_any=_any_of([w["pattern"] for w in raw["allocator_warnings"]]),
+        save_step_multiples=tuple(int(x) for x in raw["save_step_multiples"]),
+        output_dir_logs=tuple(raw["output_dir_logs"]),
+        trainer_log=str(raw["trainer_log"]),
+        raw=raw,
+    )
