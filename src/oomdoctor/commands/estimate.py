@@ -1,0 +1,165 @@
+"""``oomdoctor estimate``: peak GPU memory per term and phase, and the band nvidia-smi should show.
+
+The card comes from ``--gpu NAME`` (a small table), ``--gpu-mib N``, or NVML when a GPU is visible. The
+longest sample comes from ``--longest-tokens`` (``oomdoctor lengths`` prints it); without it the estimate
+pads every batch to cutoff_len and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+from oomdoctor.errors import EXIT_OK
+from oomdoctor.i18n import Lang, msg
+
+if TYPE_CHECKING:
+    from oomdoctor.estimate.types import Estimate
+    from oomdoctor.facts.types import ConfigFacts, ModelFacts
+
+FIT_MARGIN = 0.9  # the fitting micro-batch keeps nvidia-smi's high end under 90 % of the card
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(msg("est_arg_positive", None, value=text)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(msg("est_arg_positive", None, value=text))
+    return value
+
+
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(msg("est_arg_positive", None, value=text)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(msg("est_arg_positive", None, value=text))
+    return value
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="the LLaMA-Factory training YAML")
+    parser.add_argument("--longest-tokens", type=_positive_int, metavar="N",
+                        help="the longest training sample in tokens (from `oomdoctor lengths`)")
+    parser.add_argument("--eval-longest-tokens", type=_positive_int, metavar="N",
+                        help="the longest eval sample in tokens (default: as long as training)")
+    card = parser.add_mutually_exclusive_group()
+    card.add_argument("--gpu-mib", type=_positive_number, metavar="N", help="the card's memory in MiB")
+    card.add_argument("--gpu", metavar="NAME", help='a card name, e.g. "V100-32GB", "RTX 4090", "A100-80GB"')
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _card(args: argparse.Namespace) -> tuple[str | None, float | None]:
+    """(card name, total MiB) from the arguments, else from NVML; (None, None) when nobody knows."""
+    if args.gpu_mib:
+        return None, float(args.gpu_mib)
+    if args.gpu:
+        from oomdoctor.estimate.cards import card_by_name
+
+        card = card_by_name(args.gpu)
+        return card.name, card.total_mib
+    from oomdoctor.facts.gpu import read_gpu
+
+    gpu = read_gpu()
+    if gpu.first is not None:
+        return gpu.first.name, gpu.first.total_mib
+    return None, None
+
+
+def build(args: argparse.Namespace) -> tuple[ConfigFacts, ModelFacts, Estimate, dict[str, Any]]:
+    """Read the config and model, estimate, and search the largest fitting micro-batch when the card is known."""
+    from oomdoctor.errors import BadInput
+    from oomdoctor.estimate import accumulation_for, estimate, largest_fitting_micro_batch
+    from oomdoctor.facts.config import read_config
+    from oomdoctor.facts.model import read_model
+    from oomdoctor.facts.types import DataFacts
+
+    config = read_config(args.config)
+    model = read_model(config)
+    if not model.hidden_size:
+        raise BadInput(msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json"))
+    data = None
+    if args.longest_tokens or args.eval_longest_tokens:
+        data = DataFacts(source="given", max_tokens=args.longest_tokens, eval_max_tokens=args.eval_longest_tokens)
+    card_name, total_mib = _card(args)
+    result = estimate(config, model, data=data, gpu_total_mib=total_mib)
+    extra: dict[str, Any] = {"card": card_name, "fit_margin": FIT_MARGIN}
+    if total_mib:
+        batch = largest_fitting_micro_batch(config, model, data=data, gpu_total_mib=total_mib, margin=FIT_MARGIN)
+        extra["fitting_micro_batch"] = batch
+        extra["fitting_accumulation"] = accumulation_for(config, batch) if batch else None
+    return config, model, result, extra
+
+
+def run(args: argparse.Namespace) -> int:
+    from oomdoctor.facts.types import to_jsonable
+
+    config, model, result, extra = build(args)
+    if args.json:
+        payload = to_jsonable(result)
+        payload["model"] = {"name": model.name, "source": model.source, "params": model.params}
+        payload.update(extra)
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+    else:
+        print(report(config, model, result, extra, args.lang))
+    return EXIT_OK
+
+
+def _n(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def report(config: ConfigFacts, model: ModelFacts, result: Estimate, extra: dict[str, Any], lang: Lang) -> str:
+    """The estimate as a table a person reads in a terminal."""
+    method = config.finetuning_type
+    if method == "lora":
+        method = f"LoRA r{config.lora_rank} ({config.lora_target})"
+        if config.quantization_bit:
+            method = f"QLoRA {config.quantization_bit}-bit, r{config.lora_rank} ({config.lora_target})"
+    out = [
+        msg("est_header", lang, model=model.name or "?", source=model.source),
+        "  " + msg("est_setup", lang, method=method, precision=config.precision,
+                   gc=msg("est_on" if config.gradient_checkpointing else "est_off", lang), attention=result.attention),
+        "  " + msg("est_batch_line", lang, batch=result.micro_batch, length=result.padded_len,
+                   why=msg("est_len_longest" if result.padded_len_source == "longest_sample" else "est_len_cutoff", lang)),
+    ]
+    if result.eval_len:
+        out.append("  " + msg("est_eval_line", lang, batch=result.eval_batch, length=result.eval_len))
+
+    labels = {key: msg(f"est_term_{key}", lang) for key in result.terms}
+    width = max(len(label) for label in labels.values()) + 2
+    out += ["", msg("est_terms_header", lang)]
+    for key, value in result.terms.items():
+        mark = "  " + msg("est_dominant", lang) if key == result.dominant_term else ""
+        out.append(f"  {labels[key]:<{width}}{_n(value):>10}{mark}")
+    out += ["", msg("est_phases_header", lang)]
+    for key, value in result.phases.items():
+        out.append(f"  {msg(f'est_phase_{key}', lang):<{width}}{_n(value):>10}")
+
+    low, high = result.expected_nvidia_smi_mib
+    out += ["", msg("est_peak", lang, peak=_n(result.peak_allocated_mib)), msg("est_band", lang, low=_n(low), high=_n(high))]
+    total = result.gpu_total_mib
+    card = extra.get("card") or "--gpu-mib"
+    if total is None:
+        out.append(msg("est_card_unknown", lang))
+    elif result.fits:
+        out.append(msg("est_card_fits", lang, card=card, total=_n(total), headroom=_n(result.headroom_mib or 0)))
+    elif result.allocated_fits:
+        out.append(msg("est_card_tight", lang, card=card, total=_n(total), over=_n(high - total)))
+    else:
+        out.append(msg("est_card_no", lang, card=card, total=_n(total), peak=_n(result.peak_allocated_mib)))
+    if total is not None:
+        margin = round(100 * float(extra.get("fit_margin", FIT_MARGIN)))
+        batch = extra.get("fitting_micro_batch")
+        if batch:
+            out.append(msg("est_fitting_batch", lang, margin=margin, batch=batch, accumulation=extra.get("fitting_accumulation")))
+        else:
+            out.append(msg("est_fitting_none", lang, margin=margin))
+    if result.notes:
+        out += ["", msg("est_assumptions", lang)]
+        out += [f"  - {note[lang]}" for note in result.notes]
+    return "\n".join(out)

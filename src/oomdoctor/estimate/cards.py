@@ -1,0 +1,50 @@
+"""Card names -> memory, for ``--gpu "V100-32GB"`` (the table is gpu_cards.yaml)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from oomdoctor.errors import BadInput
+from oomdoctor.i18n import msg
+
+_CARDS_PATH = Path(__file__).with_name("gpu_cards.yaml")
+
+
+@dataclass(frozen=True)
+class Card:
+    name: str
+    total_mib: float
+    bf16: bool
+
+
+@lru_cache(maxsize=1)
+def _cards() -> dict[str, Any]:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with _CARDS_PATH.open(encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
+
+
+def _normalise(text: str) -> str:
+    words = re.split(r"[\s_\-/]+", text.lower())
+    noise = set(_cards()["noise_words"])
+    return "".join(w for w in words if w and w not in noise)
+
+
+def card_names() -> list[str]:
+    return [row["name"] for row in _cards()["cards"]]
+
+
+def card_by_name(name: str) -> Card:
+    """The card for a user-typed name; BadInput listing the known names when it is not in the table."""
+    wanted = _normalise(name)
+    for row in _cards()["cards"]:
+        keys = {_normalise(row["name"]), *(str(n) for n in row["names"])}
+        if wanted in keys:
+            return Card(name=row["name"], total_mib=float(row["total_mib"]), bf16=bool(row["bf16"]))
+    raise BadInput(msg("est_unknown_card", None, name=name, known=", ".join(card_names())))

@@ -1,0 +1,208 @@
+"""Real token lengths of the configured dataset, built exactly as LLaMA-Factory builds training samples.
+
+The memory a batch needs depends on its longest sample, not on ``cutoff_len`` (the course's point), so we
+tokenize the dataset with the config's template through LLaMA-Factory's own loader and dataset processor,
+with the cutoff lifted so that we see each sample's full length, then count how many the real cutoff
+would cut. llamafactory (and with it torch, transformers, datasets) is imported inside ``token_lengths``
+only. The tokenizer must be on this machine: nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from oomdoctor.errors import BadInput
+from oomdoctor.facts.types import ConfigFacts, DataFacts
+from oomdoctor.i18n import msg
+
+Progress = Callable[[int, "int | None"], None]
+
+# Large enough that no sample is truncated while we measure it.
+_NO_CUTOFF = 10**9
+# Samples handed to LLaMA-Factory's processor at a time (also how often progress is reported).
+_BATCH = 256
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+# DataArguments we set ourselves, whatever the config says.
+_FORCED_DATA_ARGS = {
+    "cutoff_len": _NO_CUTOFF,
+    "packing": False,
+    "neat_packing": False,
+    "streaming": False,
+    "tokenized_path": None,
+    "preprocessing_num_workers": None,
+    "overwrite_cache": True,
+}
+
+
+def percentile(sorted_values: Sequence[int], fraction: float) -> int | None:
+    """Nearest-rank percentile of already sorted values (``fraction`` in 0..1)."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return int(sorted_values[min(rank, len(sorted_values)) - 1])
+
+
+def summarise(train: Iterable[int], evaluation: Iterable[int] | None, cutoff_len: int, *, source: str) -> DataFacts:
+    """DataFacts from per-sample token counts (full lengths, before truncation)."""
+    lengths = sorted(train)
+    eval_lengths = sorted(evaluation) if evaluation is not None else []
+    return DataFacts(
+        source=source,
+        samples=len(lengths),
+        max_tokens=lengths[-1] if lengths else None,
+        p50_tokens=percentile(lengths, 0.50),
+        p95_tokens=percentile(lengths, 0.95),
+        p99_tokens=percentile(lengths, 0.99),
+        eval_samples=len(eval_lengths) if evaluation is not None else None,
+        eval_max_tokens=eval_lengths[-1] if eval_lengths else None,
+        cutoff_len=cutoff_len,
+        truncated=sum(1 for n in lengths if n > cutoff_len),
+    )
+
+
+def local_model_dir(config: ConfigFacts) -> Path:
+    """The folder holding the model's tokenizer on this machine (local path, HF or ModelScope cache)."""
+    from oomdoctor.facts.model import find_config_json
+
+    name = config.model_name_or_path
+    if not name:
+        raise BadInput(msg("len_no_model", None, path=config.path))
+    base_dir = Path(config.path).parent if config.path and not config.path.startswith("<") else None
+    candidates: list[Path] = []
+    found = find_config_json(name, base_dir=base_dir)
+    if found is not None:
+        candidates.append(found.parent)
+    candidates.append(Path(name).expanduser())
+    if base_dir is not None:
+        candidates.append(base_dir / name)
+    for folder in candidates:
+        if folder.is_dir() and any((folder / f).is_file() for f in _TOKENIZER_FILES):
+            return folder
+    raise BadInput(msg("len_no_tokenizer", None, model=name))
+
+
+def _dataset_dir(config: ConfigFacts) -> str:
+    """dataset_dir as LLaMA-Factory resolves it (the working directory), else beside the config file."""
+    value = config.dataset_dir or "data"
+    if Path(value).is_dir() or value.upper() == "ONLINE":
+        return value
+    if config.path and not config.path.startswith("<"):
+        beside = Path(config.path).parent / value
+        if beside.is_dir():
+            return str(beside)
+    raise BadInput(msg("len_no_dataset_dir", None, path=value))
+
+
+def _lengths_of(model_inputs: dict[str, list[Any]]) -> list[int]:
+    """Per-sample length from a processor's output: the longest of its token sequences (pairwise stages
+    carry chosen and rejected, KTO a KL sequence)."""
+    keys = [k for k in model_inputs if k.endswith("input_ids")]
+    if not keys:
+        return []
+    count = len(model_inputs[keys[0]])
+    return [max(len(model_inputs[k][i]) for k in keys) for i in range(count)]
+
+
+def _measure(dataset: Any, encode: Callable[[dict[str, list[Any]]], list[int]], progress: Progress | None, done: int, total: int | None) -> tuple[list[int], int]:
+    lengths: list[int] = []
+    size = len(dataset)
+    for start in range(0, size, _BATCH):
+        lengths += encode(dataset[start : start + _BATCH])
+        done += min(_BATCH, size - start)
+        if progress is not None:
+            progress(done, total)
+    return lengths, done
+
+
+def token_lengths(
+    config: ConfigFacts,
+    *,
+    cutoff_len: int | None = None,
+    progress: Progress | None = None,
+) -> DataFacts:
+    """Tokenize the configured train (and eval) datasets with the config's template as LLaMA-Factory does,
+    and report max / p50 / p95 / p99 tokens and how many samples ``cutoff_len`` (default: the config's)
+    would cut. ``progress(done, total)`` is called after every batch of samples.
+
+    BadInput (one line) when llamafactory is not installed, the tokenizer is not on this machine, or the
+    dataset cannot be read.
+    """
+    cutoff = int(cutoff_len or config.cutoff_len)
+    if not config.dataset:
+        raise BadInput(msg("len_no_dataset", None, path=config.path))
+    model_dir = local_model_dir(config)
+    dataset_dir = _dataset_dir(config)
+    try:
+        from llamafactory.data.data_utils import split_dataset
+        from llamafactory.data.loader import _get_dataset_processor, _get_merged_dataset
+        from llamafactory.data.template import get_template_and_fix_tokenizer
+        from llamafactory.hparams import DataArguments, ModelArguments
+        from llamafactory.model import load_tokenizer
+        from transformers import Seq2SeqTrainingArguments
+    except ImportError as err:
+        raise BadInput(msg("len_needs_llamafactory", None, detail=str(err).splitlines()[0])) from None
+
+    data_fields = {f.name for f in dataclasses.fields(DataArguments)}
+    data_kwargs = {k: v for k, v in config.raw.items() if k in data_fields}
+    data_kwargs.update(_FORCED_DATA_ARGS)
+    data_kwargs["dataset_dir"] = dataset_dir
+    data_kwargs["dataset"] = ",".join(config.dataset)
+    data_kwargs["eval_dataset"] = ",".join(config.eval_dataset) if config.eval_dataset else None
+    data_kwargs.pop("media_dir", None)
+    stage = config.stage if config.stage in ("pt", "sft", "rm", "ppo", "kto", "dpo") else "sft"
+    stage_for_loader = "rm" if stage == "dpo" else stage
+
+    with tempfile.TemporaryDirectory(prefix="oomdoctor-lengths-") as scratch:
+        try:
+            data_args = DataArguments(**data_kwargs)
+            model_args = ModelArguments(model_name_or_path=str(model_dir), cache_dir=scratch, trust_remote_code=bool(config.raw.get("trust_remote_code", False)))
+            training_args = Seq2SeqTrainingArguments(output_dir=scratch, report_to="none", seed=int(config.raw.get("seed", 42)))
+        except (TypeError, ValueError) as err:
+            raise BadInput(msg("len_bad_args", None, detail=str(err).splitlines()[0])) from None
+        try:
+            tokenizer_module = load_tokenizer(model_args)
+        except (OSError, ValueError) as err:
+            raise BadInput(msg("len_tokenizer_failed", None, model=str(model_dir), detail=str(err).splitlines()[0])) from None
+        tokenizer = tokenizer_module["tokenizer"]
+        try:
+            template = get_template_and_fix_tokenizer(tokenizer, data_args)
+            train = _get_merged_dataset(data_args.dataset, model_args, data_args, training_args, stage_for_loader)
+            evaluation = _get_merged_dataset(data_args.eval_dataset, model_args, data_args, training_args, stage_for_loader)
+            train_dict, eval_dict = split_dataset(train, evaluation, data_args, seed=training_args.seed)
+        except (OSError, ValueError, KeyError) as err:
+            raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
+
+        if stage == "pt":
+            eos = tokenizer.eos_token or ""
+
+            def encode(batch: dict[str, list[Any]]) -> list[int]:
+                texts = [messages[0]["content"] + eos for messages in batch["_prompt"]]
+                return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+        else:
+            processor = _get_dataset_processor(data_args, stage_for_loader, template, tokenizer, tokenizer_module.get("processor"))
+
+            def encode(batch: dict[str, list[Any]]) -> list[int]:
+                return _lengths_of(processor.preprocess_dataset(batch))
+
+        splits = {"train": train_dict.get("train"), **eval_dict}
+        total = sum(len(d) for d in splits.values() if d is not None)
+        done = 0
+        if progress is not None:
+            progress(0, total)
+        train_lengths: list[int] = []
+        eval_lengths: list[int] | None = None
+        for name, dataset in splits.items():
+            if dataset is None:
+                continue
+            lengths, done = _measure(dataset, encode, progress, done, total)
+            if name == "train":
+                train_lengths = lengths
+            else:
+                eval_lengths = (eval_lengths or []) + lengths
+    return summarise(train_lengths, eval_lengths, cutoff, source="tokenized")
