@@ -83,7 +83,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "a rule file holds one mapping (one decision node)",
         "zh": "规则文件应只包含一个映射(一个决策节点)",
     },
-    "rule_missing_text": {"en": "{where}: the {lang} text is missing", "zh": "{where}:缺少 {lang} 文本"},
+    "rule_missing_text": {"en": "{where}: the {language} text is missing", "zh": "{where}:缺少 {language} 文本"},
     "rule_missing_field": {"en": "{where}: {name} is required", "zh": "{where}:缺少必填项 {name}"},
     "rule_unknown_field": {"en": "{where}: unknown field {name!r}", "zh": "{where}:未知字段 {name!r}"},
     "rule_unknown_operator": {
@@ -303,6 +303,8 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "没有规则匹配这些事实;以上发现就是目前已知的信息。",
     },
     "r_patch_hint": {"en": "Write it into a new folder:", "zh": "写入新目录:"},
+    "arg_positive_number": {"en": "expected a positive number, got {value!r}", "zh": "应为正数,收到 {value!r}"},
+    "arg_positive_int": {"en": "expected a positive whole number, got {value!r}", "zh": "应为正整数,收到 {value!r}"},
     "gpu_no_pynvml": {"en": "nvidia-ml-py (pynvml) is not installed, so GPUs cannot be read", "zh": "未安装 nvidia-ml-py(pynvml),无法读取 GPU"},
     "gpu_no_driver_library": {"en": "no NVIDIA driver found (NVML library missing): no NVIDIA GPU on this machine", "zh": "未找到 NVIDIA 驱动(缺少 NVML 库):本机没有 NVIDIA GPU"},
     "gpu_driver_not_loaded": {"en": "the NVIDIA driver is installed but not loaded", "zh": "已安装 NVIDIA 驱动,但驱动未加载"},
