@@ -74,8 +74,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "need_config_or_log": {"en": "give --config, --log or both", "zh": "请提供 --config、--log 或两者"},
     # rules/ (loader, engine) and `oomdoctor diagnose`
     "unknown_question": {
-        "en": "--answer {key}=...: no such question (questions: {allowed})",
-        "zh": "--answer {key}=...:没有这个问题(可回答的问题:{allowed})",
+        "en": "--answer {question}=...: no such question (questions: {allowed})",
+        "zh": "--answer {question}=...:没有这个问题(可回答的问题:{allowed})",
     },
     "rule_dir_missing": {"en": "rules folder not found", "zh": "找不到规则目录"},
     "rule_bad_yaml": {"en": "not valid YAML: {detail}", "zh": "不是有效的 YAML:{detail}"},
@@ -96,16 +96,16 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "占位符 {ref!r} 无法对应:{problem}",
     },
     "rule_builtin_question": {
-        "en": "question {key!r} is built in: give only its key",
-        "zh": "问题 {key!r} 是内置问题:只写 key 即可",
+        "en": "question {question!r} is built in: give only its key",
+        "zh": "问题 {question!r} 是内置问题:只写 key 即可",
     },
     "rule_question_needs_text": {
-        "en": "question {key!r} needs a text and at least two answers",
-        "zh": "问题 {key!r} 需要问题文本和至少两个答案",
+        "en": "question {question!r} needs a text and at least two answers",
+        "zh": "问题 {question!r} 需要问题文本和至少两个答案",
     },
     "rule_question_conflict": {
-        "en": "question {key!r} offers other answers in {other}",
-        "zh": "问题 {key!r} 在 {other} 中的答案选项不同",
+        "en": "question {question!r} offers other answers in {other}",
+        "zh": "问题 {question!r} 在 {other} 中的答案选项不同",
     },
     "rule_bad_env": {
         "en": "environment variable name {name!r} must be UPPER_CASE",
@@ -163,6 +163,13 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "训练环境需要 Python 包 {package}(本机已安装)",
     },
     "effect_unavailable": {"en": "estimate unavailable: {error}", "zh": "无法估算:{error}"},
+    "effect_phase": {
+        "en": "peak allocated in the {phase} phase, before and after",
+        "zh": "{phase}阶段的已分配峰值,修改前后对比",
+    },
+    "estimate_phase_load": {"en": "load", "zh": "加载"},
+    "estimate_phase_train": {"en": "training step", "zh": "训练步"},
+    "estimate_phase_eval": {"en": "evaluation", "zh": "验证"},
     "f_no_log": {
         "en": "No log given: where memory ran out stays unknown until you answer the phase question.",
         "zh": "未提供日志:回答“在哪一步停下”之前,无法定位是哪部分内存不足。",
