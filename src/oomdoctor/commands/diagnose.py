@@ -1,0 +1,170 @@
+"""``oomdoctor diagnose``: locate the OOM in a config + log and propose one change.
+
+Exit 1 when the run ran out of memory (the diagnosed run failed, whatever we propose), 0 when the log shows
+no OOM, 2 for bad input. ``--json`` prints the contract object (``Diagnosis.to_json()``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from oomdoctor.errors import EXIT_FAILED, EXIT_OK
+from oomdoctor.i18n import Lang, msg, pick
+
+if TYPE_CHECKING:
+    from oomdoctor.diagnosis import Diagnosis, Proposal
+
+
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(msg("arg_positive_number", None, value=text)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(msg("arg_positive_number", None, value=text))
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(msg("arg_positive_int", None, value=text)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(msg("arg_positive_int", None, value=text))
+    return value
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="the LLaMA-Factory training YAML (or the WebUI's training_args.yaml)")
+    parser.add_argument("--log", help="the run's log: console capture, nohup.out, running_log.txt, trainer_log.jsonl")
+    parser.add_argument(
+        "--answer", action="append", default=[], metavar="KEY=VALUE",
+        help="answer a question the diagnosis asks, e.g. --answer phase=eval (repeatable)",
+    )
+    parser.add_argument("--gpu-mib", type=_positive_number, metavar="N",
+                        help="the training card's memory in MiB, when neither the log nor NVML tells")
+    parser.add_argument("--longest-tokens", type=_positive_int, metavar="N",
+                        help="the longest training sample in tokens (from `oomdoctor lengths`)")
+    parser.add_argument("--json", action="store_true", help="print the diagnosis as one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    from oomdoctor.api import parse_answers, run_diagnosis
+
+    diagnosis = run_diagnosis(
+        args.config,
+        args.log,
+        answers=parse_answers(args.answer),
+        longest_tokens=args.longest_tokens,
+        gpu_total_mib=args.gpu_mib,
+    )
+    if args.json:
+        print(json.dumps(diagnosis.to_json(), ensure_ascii=False, indent=2))
+    else:
+        print(report(diagnosis, args.lang, config=args.config, log=args.log, answers=args.answer))
+    return EXIT_FAILED if diagnosis.oom else EXIT_OK
+
+
+# --- the readable report ---------------------------------------------------------------------------------
+
+
+def _mib(value: float | None) -> str:
+    return "?" if value is None else f"{value:,.0f}"
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _patch_command(proposal: Proposal, config: str | None, log: str | None, answers: list[str], first: bool) -> str:
+    words = ["oomdoctor", "patch", "--config", config or "<config.yaml>"]
+    if log:
+        words += ["--log", log]
+    for pair in answers:
+        words += ["--answer", pair]
+    if not first:
+        words += ["--rule", proposal.rule]
+    words += ["--out", "<new folder>"]
+    return " ".join(shlex.quote(w) if not w.startswith("<") else w for w in words)
+
+
+def _proposal_lines(proposal: Proposal, lang: Lang) -> list[str]:
+    lines = [f"  {pick(proposal.title, lang)}   [{proposal.rule}]"]
+    for field, (old, new) in proposal.changes.items():
+        lines.append(f"    {field}: {_value(old)} -> {_value(new)}")
+    if proposal.env:
+        lines.append(f"    {msg('r_env', lang)}: " + " ".join(f"{k}={v}" for k, v in proposal.env.items()))
+    if proposal.files:
+        lines.append(f"    {msg('r_files', lang)}: " + ", ".join(proposal.files))
+    lines.append(f"  {msg('r_why', lang)}: {pick(proposal.why, lang)}")
+    lines.append(f"  {msg('r_cost', lang)}: {pick(proposal.cost, lang)}")
+    lines.append(f"  {msg('r_judge', lang)}: {pick(proposal.judge, lang)}")
+    for text in proposal.already_on:
+        lines.append(f"  {msg('r_already_on', lang)}: {pick(text, lang)}")
+    for text in proposal.requires:
+        lines.append(f"  {msg('r_requires', lang)}: {pick(text, lang)}")
+    effect = proposal.effect
+    if effect is not None and effect.after_mib is not None:
+        line = msg("r_effect", lang, before=_mib(effect.before_mib), after=_mib(effect.after_mib))
+        if effect.fits_after is not None:
+            line += f" ({msg('r_effect_fits' if effect.fits_after else 'r_effect_not_fits', lang)})"
+        if effect.note:
+            line += f"; {pick(effect.note, lang)}"
+        lines.append(f"  {line}")
+    elif effect is not None and effect.note:
+        lines.append(f"  {pick(effect.note, lang)}")
+    return lines
+
+
+def report(
+    diagnosis: Diagnosis, lang: Lang, *, config: str | None = None, log: str | None = None,
+    answers: list[str] | None = None,
+) -> str:
+    """The diagnosis as text a person reads in a terminal, in ``lang``."""
+    d = diagnosis
+    answers = answers or []
+    out: list[str] = []
+    if not d.oom:
+        out.append(msg("r_no_oom", lang))
+    else:
+        phase, cause = msg(f"phase_{d.phase}", lang), msg(f"cause_{d.cause}", lang)
+        if d.step is not None:
+            out.append(msg("r_oom_step", lang, step=d.step, phase=phase, cause=cause))
+        else:
+            out.append(msg("r_oom", lang, phase=phase, cause=cause))
+    if d.requested_mib is not None or d.capacity_mib is not None:
+        out.append(msg("r_numbers", lang, requested=_mib(d.requested_mib), capacity=_mib(d.capacity_mib),
+                       free=_mib(d.free_mib), reserved=_mib(d.reserved_unallocated_mib)))
+    if d.findings:
+        out += ["", msg("r_findings", lang)]
+        out += [f"  - {pick(f.text, lang)}" for f in d.findings]
+    if d.questions:
+        out += ["", msg("r_questions", lang)]
+        for q in d.questions:
+            out.append(f"  ? {pick(q.text, lang)}")
+            for a in q.answers:
+                out.append(f"      {a.value}: {pick(a.label, lang)}")
+            out.append(f"    {msg('r_answer_hint', lang, key=q.key, allowed='|'.join(q.allowed))}")
+    if d.proposal is not None:
+        heading = "r_manual" if d.proposal.manual else "r_proposal"
+        out += ["", msg(heading, lang)]
+        out += _proposal_lines(d.proposal, lang)
+        if not d.proposal.manual:
+            out += ["", msg("r_patch_hint", lang), f"  {_patch_command(d.proposal, config, log, answers, True)}"]
+    elif d.oom:
+        out += ["", msg("r_no_proposal" if d.questions else "r_no_rule", lang)]
+    if d.alternatives:
+        out += ["", msg("r_alternatives", lang)]
+        for alt in d.alternatives:
+            out.append(f"  - {pick(alt.title, lang)}   [{alt.rule}]")
+            if not alt.manual:
+                out.append(f"      {_patch_command(alt, config, log, answers, False)}")
+    return "\n".join(out)

@@ -1,0 +1,36 @@
+"""The questions the engine itself owns (their texts are code-owned, in ``i18n.MESSAGES``).
+
+A node may ask one of these by key alone (``ask: {key: card_bf16}``); the answers feed the derived facts
+(``derived.phase``, ``derived.weights_loaded``, ``derived.memory_kind``, ``derived.card_bf16``). Nodes can
+also define questions of their own, with texts in the rule file.
+"""
+
+from __future__ import annotations
+
+from oomdoctor.diagnosis import Answer, Question
+from oomdoctor.i18n import both
+
+# key -> allowed answer values, in the order they are offered.
+BUILTIN_QUESTIONS: dict[str, tuple[str, ...]] = {
+    "phase": ("load", "first_batch", "long_sample", "eval", "save", "optimizer_step"),
+    "weights_loaded": ("yes", "no"),
+    "memory_kind": ("gpu", "host"),
+    "card_bf16": ("yes", "no"),
+}
+
+
+def builtin_question(key: str, asked_by: str) -> Question:
+    """The built-in question ``key`` as the Diagnosis carries it."""
+    return Question(
+        key=key,
+        text=both(f"q_{key}"),
+        answers=[Answer(value=v, label=both(f"q_{key}_{v}")) for v in BUILTIN_QUESTIONS[key]],
+        asked_by=asked_by,
+    )
+
+
+def yes_no(value: str | None) -> bool | None:
+    """A yes/no answer as a bool (``None`` when not answered)."""
+    if value is None:
+        return None
+    return value == "yes"

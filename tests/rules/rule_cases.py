@@ -1,0 +1,76 @@
+"""Build the facts of a rule case (tests/rules/cases/*.yaml) the way ``oomdoctor.api.gather`` does, from
+inline config, log text, GPU, model, data, estimate, answers and environment.
+
+The config and the log go through the real readers (``config_from_mapping``, ``parse_log_text``); the
+estimate is the real estimator unless the case pins one (``estimate:``) to test a rule in isolation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oomdoctor.estimate.types import Estimate
+from oomdoctor.facts.types import DataFacts, GpuDevice, GpuFacts, GpuProcess, ModelFacts
+from oomdoctor.rules.facts import Facts
+
+CASES_DIR = Path(__file__).with_name("cases")
+
+
+def load_case_files() -> list[tuple[Path, dict[str, Any]]]:
+    return [(p, yaml.safe_load(p.read_text(encoding="utf-8"))) for p in sorted(CASES_DIR.glob("*.yaml"))]
+
+
+def gpu_from(spec: dict[str, Any] | None) -> GpuFacts | None:
+    if spec is None:
+        return None
+    devices = []
+    for i, d in enumerate(spec.get("devices", [])):
+        cc = d.get("compute_capability")
+        devices.append(GpuDevice(
+            index=d.get("index", i),
+            name=d.get("name", "GPU"),
+            total_mib=float(d["total_mib"]),
+            used_mib=d.get("used_mib"),
+            compute_capability=tuple(cc) if cc else None,
+            bf16_supported=d.get("bf16_supported", (tuple(cc) >= (8, 0)) if cc else None),
+            processes=[GpuProcess(pid=p["pid"], used_mib=p.get("used_mib"), name=p.get("name"))
+                       for p in d.get("processes", [])],
+        ))
+    return GpuFacts(available=bool(devices), devices=devices, reason=None if devices else "no GPU in this case")
+
+
+def facts_from_case(case: dict[str, Any]) -> Facts:
+    from oomdoctor.facts.config import config_from_mapping
+    from oomdoctor.facts.log import parse_log_text
+
+    log = parse_log_text(case["log"]) if case.get("log") is not None else None
+    world_size = case.get("world_size") or (log.world_size if log is not None else None)
+    config = config_from_mapping(case["config"], world_size=world_size) if case.get("config") is not None else None
+    gpu = gpu_from(case.get("gpu"))
+    total = case.get("gpu_total_mib")
+    if total is None and log is not None and log.capacity_mib:
+        total = log.capacity_mib
+    if total is None and gpu is not None and gpu.first is not None:
+        total = gpu.first.total_mib
+    model = ModelFacts(**case["model"]) if case.get("model") else None
+    data = DataFacts(**case["data"]) if case.get("data") else None
+    est = None
+    if case.get("estimate"):
+        spec = dict(case["estimate"])
+        spec.setdefault("expected_nvidia_smi_mib", (0.0, 0.0))
+        spec.setdefault("phases", {})
+        spec.setdefault("padded_len", 0)
+        spec.setdefault("padded_len_source", "cutoff_len")
+        spec.setdefault("micro_batch", 1)
+        spec.setdefault("eval_batch", 1)
+        spec.setdefault("peak_allocated_mib", sum(spec["terms"].values()))
+        est = Estimate(**spec)
+    elif config is not None and model is not None and model.hidden_size:
+        from oomdoctor.estimate import estimate
+
+        est = estimate(config, model, data=data, gpu_total_mib=total)
+    return Facts(config=config, log=log, gpu=gpu, model=model, data=data, estimate=est,
+                 answers=dict(case.get("answers") or {}), env=dict(case.get("env") or {}), gpu_total_mib=total)
