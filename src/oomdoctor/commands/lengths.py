@@ -33,19 +33,19 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 class ProgressLine:
-    """Rewrites one stderr line at most every ``interval_s`` (and always for the last sample)."""
+    """Rewrites one stderr line at most every ``interval_s`` (always the first and the last update)."""
 
     def __init__(self, lang: Lang, stream=None, interval_s: float = 0.5) -> None:
         self.lang = lang
         self.stream = stream if stream is not None else sys.stderr
         self.interval_s = interval_s
-        self._last = 0.0
+        self._last: float | None = None
         self._shown = False
 
     def __call__(self, done: int, total: int | None) -> None:
         now = time.monotonic()
         final = total is not None and done >= total
-        if not final and now - self._last < self.interval_s:
+        if not final and self._last is not None and now - self._last < self.interval_s:
             return
         self._last = now
         self.stream.write("\r" + msg("len_progress", self.lang, done=f"{done:,}", total=f"{total:,}" if total else "?"))

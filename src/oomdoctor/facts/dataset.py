@@ -9,10 +9,12 @@ only. The tokenizer must be on this machine: nothing is downloaded.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import math
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,27 @@ def _measure(dataset: Any, encode: Callable[[dict[str, list[Any]]], list[int]], 
     return lengths, done
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence LLaMA-Factory's INFO lines and datasets' progress bars while we count: the caller shows its
+    own progress. Restores both afterwards."""
+    import datasets
+
+    bars_were_off = datasets.is_progress_bar_enabled() is False
+    datasets.disable_progress_bars()
+    loggers = [logging.getLogger(name) for name in ("llamafactory", "datasets", "transformers")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+        if not bars_were_off:
+            datasets.enable_progress_bars()
+
+
 def token_lengths(
     config: ConfigFacts,
     *,
@@ -157,7 +180,7 @@ def token_lengths(
     stage = config.stage if config.stage in ("pt", "sft", "rm", "ppo", "kto", "dpo") else "sft"
     stage_for_loader = "rm" if stage == "dpo" else stage
 
-    with tempfile.TemporaryDirectory(prefix="oomdoctor-lengths-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="oomdoctor-lengths-") as scratch, _quiet():
         try:
             data_args = DataArguments(**data_kwargs)
             model_args = ModelArguments(model_name_or_path=str(model_dir), cache_dir=scratch, trust_remote_code=bool(config.raw.get("trust_remote_code", False)))
