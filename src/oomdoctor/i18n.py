@@ -178,6 +178,14 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "No config given: values come from the log; give --config to write the change.",
         "zh": "未提供配置:数值取自日志;提供 --config 才能写出修改。",
     },
+    "f_traceback_cut": {
+        "en": "The log ends inside a traceback, before its error line: treated as an out-of-memory where it stopped; say which memory if asked.",
+        "zh": "日志在报错栈中途结束,没有最后的报错行:按在停止处内存不足处理;如被问到,请说明是哪种内存。",
+    },
+    "f_other_error": {
+        "en": "The run failed for another reason, not memory: {error}",
+        "zh": "训练因其他原因失败,不是内存不足:{error}",
+    },
     "f_no_oom": {
         "en": "No out-of-memory error in this log: nothing to fix here.",
         "zh": "日志中没有内存不足的报错,这里无需修改。",
