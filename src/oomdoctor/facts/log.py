@@ -253,7 +253,7 @@ def _facts_from(
     f.phase = res.phase
     f.phase_confidence = res.confidence
     f.phase_evidence_text = list(res.evidence)
-    if runs_seen > 1 and scanner.run is not run:
+    if runs_seen > 1:
         f.phase_evidence_text.append(text("log_ev_earlier_run", runs=runs_seen))
     f.phase_evidence = [e["en"] for e in f.phase_evidence_text]
     f.step = res.step

@@ -181,7 +181,7 @@ def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = N
         frame_evidence(context_hit)
     elif "train" in roles or ("loss" in roles and snap.context != "eval"):
         deciding = roles.get("train") or roles["loss"]
-        if compute_hit is not None and compute_hit is not deciding:
+        if compute_hit is not None and compute_hit[0] is not deciding[0]:
             frame_evidence(compute_hit)  # what was allocating
         frame_evidence(deciding)  # why it is training
         training()

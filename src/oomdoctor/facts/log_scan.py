@@ -219,8 +219,10 @@ class LogScanner:
             run.last_traceback_key = key
             run.last_content_was_traceback = True
             return
-        # out-of-memory forms
-        if self.t.oom_hint.search(text):
+        # out-of-memory forms (not in the source lines of an open traceback: `raise RuntimeError("No executable
+        # batch size found ...")` is code; Python prints the error itself unindented)
+        in_traceback_code = text[:1].isspace() and key in run.open_tracebacks
+        if not in_traceback_code and self.t.oom_hint.search(text):
             form = self._oom_form(text)
             if form is not None:
                 self._failure(form, key, rank, host, text)
