@@ -16,7 +16,10 @@ from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import DataFacts, GpuDevice, GpuFacts, GpuProcess, ModelFacts
 from oomdoctor.rules.facts import Facts
 
-CASES_DIR = Path(__file__).with_name("cases")
+HERE = Path(__file__).parent
+CASES_DIR = HERE / "cases"
+LOGS_DIR = HERE / "logs"
+CONFIGS_DIR = HERE / "configs"
 
 
 def load_case_files() -> list[tuple[Path, dict[str, Any]]]:
@@ -42,13 +45,42 @@ def gpu_from(spec: dict[str, Any] | None) -> GpuFacts | None:
     return GpuFacts(available=bool(devices), devices=devices, reason=None if devices else "no GPU in this case")
 
 
+def config_of(case: dict[str, Any]) -> dict[str, Any] | None:
+    """``config_base`` (tests/rules/configs/<name>.yaml) with ``config`` on top; a null value removes a key."""
+    if case.get("config_base") is None and case.get("config") is None:
+        return None
+    raw: dict[str, Any] = {}
+    if case.get("config_base"):
+        raw = yaml.safe_load((CONFIGS_DIR / f"{case['config_base']}.yaml").read_text(encoding="utf-8"))
+    for key, value in (case.get("config") or {}).items():
+        if value is None:
+            raw.pop(key, None)
+        else:
+            raw[key] = value
+    return raw
+
+
+def log_of(case: dict[str, Any]) -> str | None:
+    """``log_files`` (tests/rules/logs/<name>.txt) joined, ``log_replace`` applied, inline ``log`` appended."""
+    if not case.get("log_files") and case.get("log") is None:
+        return None
+    text = "".join((LOGS_DIR / f"{name}.txt").read_text(encoding="utf-8") for name in case.get("log_files", []))
+    for old, new in (case.get("log_replace") or {}).items():
+        if old not in text:
+            raise AssertionError(f"log_replace: {old!r} is not in the log")
+        text = text.replace(old, new)
+    return text + (case.get("log") or "")
+
+
 def facts_from_case(case: dict[str, Any]) -> Facts:
     from oomdoctor.facts.config import config_from_mapping
     from oomdoctor.facts.log import parse_log_text
 
-    log = parse_log_text(case["log"]) if case.get("log") is not None else None
+    text = log_of(case)
+    log = parse_log_text(text) if text is not None else None
     world_size = case.get("world_size") or (log.world_size if log is not None else None)
-    config = config_from_mapping(case["config"], world_size=world_size) if case.get("config") is not None else None
+    raw = config_of(case)
+    config = config_from_mapping(raw, world_size=world_size) if raw is not None else None
     gpu = gpu_from(case.get("gpu"))
     total = case.get("gpu_total_mib")
     if total is None and log is not None and log.capacity_mib:

@@ -16,8 +16,8 @@ from oomdoctor.rules.questions import yes_no
 
 # name -> what it means (the loader rejects any other derived.<name> in a rule file).
 DERIVED_FACTS: dict[str, str] = {
-    "oom": "the run ran out of memory: the log says so, or there is no log (the user came with an OOM), "
-    "or the user answered the phase",
+    "oom": "the run ran out of memory: the log says so (or ends inside a cut traceback), or there is no log "
+    "(the user came with an OOM), or the user answered the phase",
     "phase": "where memory ran out: answers.phase, else the log's phase, else load when the weights never "
     "loaded, else unknown",
     "phase_source": "answer / log / weights_loaded / none",
@@ -80,12 +80,19 @@ def _round_up(value: int, multiple: int = PAD_MULTIPLE) -> int:
     return int(math.ceil(value / multiple) * multiple)
 
 
+def log_failed(facts: Facts) -> bool:
+    """The log shows the run failing for memory, or a traceback cut before its error line (a pasted
+    excerpt): the user brought it as an OOM, so it is treated as one, with the memory kind asked."""
+    log = facts.log
+    return log is not None and (log.oom or (log.traceback_cut and not log.other_error))
+
+
 def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     answered = facts.answers.get("phase")
     if answered:
         return answered, "answer"
     log = facts.log
-    if log is not None and log.oom and log.phase not in ("unknown", "none"):
+    if log is not None and log_failed(facts) and log.phase not in ("unknown", "none"):
         return log.phase, "log"
     if weights_loaded is False:
         return "load", "weights_loaded"
@@ -225,7 +232,7 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
     phase, phase_source = _phase(facts, weights_loaded)
     if phase in ("first_batch", "long_sample", "eval", "save", "optimizer_step") and weights_loaded is None:
         weights_loaded = True
-    oom = log is None or log.oom or "phase" in facts.answers
+    oom = log is None or log_failed(facts) or "phase" in facts.answers
 
     world_size = (log.world_size if log is not None else None) or (config.world_size if config else None)
     micro_batch = config.per_device_train_batch_size if config else (log.instantaneous_batch_size if log else None)

@@ -386,6 +386,10 @@ def fact_findings(facts: Facts) -> list[Finding]:
         add("no_log")
     elif config is None:
         add("log_only")
+    if log is not None and not log.oom and log.traceback_cut and not log.other_error:
+        add("traceback_cut", "warning")
+    if log is not None and not log.oom and log.other_error:
+        add("other_error", "warning", error=log.other_error[:300])
     if log is not None and d["phase_source"] == "answer" and log.oom and log.phase not in ("unknown", "none"):
         if log.phase != d["phase"]:
             add("phase_answer_over_log", answer=d["phase"], log=log.phase)
