@@ -32,17 +32,23 @@ def gpu_from(spec: dict[str, Any] | None) -> GpuFacts | None:
     devices = []
     for i, d in enumerate(spec.get("devices", [])):
         cc = d.get("compute_capability")
-        devices.append(GpuDevice(
-            index=d.get("index", i),
-            name=d.get("name", "GPU"),
-            total_mib=float(d["total_mib"]),
-            used_mib=d.get("used_mib"),
-            compute_capability=tuple(cc) if cc else None,
-            bf16_supported=d.get("bf16_supported", (tuple(cc) >= (8, 0)) if cc else None),
-            processes=[GpuProcess(pid=p["pid"], used_mib=p.get("used_mib"), name=p.get("name"))
-                       for p in d.get("processes", [])],
-        ))
-    return GpuFacts(available=bool(devices), devices=devices, reason=None if devices else "no GPU in this case")
+        devices.append(
+            GpuDevice(
+                index=d.get("index", i),
+                name=d.get("name", "GPU"),
+                total_mib=float(d["total_mib"]),
+                used_mib=d.get("used_mib"),
+                compute_capability=tuple(cc) if cc else None,
+                bf16_supported=d.get("bf16_supported", (tuple(cc) >= (8, 0)) if cc else None),
+                processes=[
+                    GpuProcess(pid=p["pid"], used_mib=p.get("used_mib"), name=p.get("name"))
+                    for p in d.get("processes", [])
+                ],
+            )
+        )
+    return GpuFacts(
+        available=bool(devices), devices=devices, reason=None if devices else "no GPU in this case"
+    )
 
 
 def config_of(case: dict[str, Any]) -> dict[str, Any] | None:
@@ -64,7 +70,9 @@ def log_of(case: dict[str, Any]) -> str | None:
     """``log_files`` (tests/rules/logs/<name>.txt) joined, ``log_replace`` applied, inline ``log`` appended."""
     if not case.get("log_files") and case.get("log") is None:
         return None
-    text = "".join((LOGS_DIR / f"{name}.txt").read_text(encoding="utf-8") for name in case.get("log_files", []))
+    text = "".join(
+        (LOGS_DIR / f"{name}.txt").read_text(encoding="utf-8") for name in case.get("log_files", [])
+    )
     for old, new in (case.get("log_replace") or {}).items():
         if old not in text:
             raise AssertionError(f"log_replace: {old!r} is not in the log")
@@ -104,5 +112,14 @@ def facts_from_case(case: dict[str, Any]) -> Facts:
         from oomdoctor.estimate import estimate
 
         est = estimate(config, model, data=data, gpu_total_mib=total)
-    return Facts(config=config, log=log, gpu=gpu, model=model, data=data, estimate=est,
-                 answers=dict(case.get("answers") or {}), env=dict(case.get("env") or {}), gpu_total_mib=total)
+    return Facts(
+        config=config,
+        log=log,
+        gpu=gpu,
+        model=model,
+        data=data,
+        estimate=est,
+        answers=dict(case.get("answers") or {}),
+        env=dict(case.get("env") or {}),
+        gpu_total_mib=total,
+    )

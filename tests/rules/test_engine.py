@@ -53,9 +53,17 @@ def course(**changes: Any) -> Any:
 
 
 def gpu_oom(phase: str, **fields: Any) -> LogFacts:
-    base = {"oom": True, "oom_kind": "cuda_oom", "ran_out_of": "gpu", "phase": phase, "requested_mib": 2222.0,
-            "capacity_mib": V100_MIB, "free_mib": 1200.0, "reserved_unallocated_mib": 150.0,
-            "weights_loaded": phase != "load"}
+    base = {
+        "oom": True,
+        "oom_kind": "cuda_oom",
+        "ran_out_of": "gpu",
+        "phase": phase,
+        "requested_mib": 2222.0,
+        "capacity_mib": V100_MIB,
+        "free_mib": 1200.0,
+        "reserved_unallocated_mib": 150.0,
+        "weights_loaded": phase != "load",
+    }
     base.update(fields)
     return LogFacts(**base)
 
@@ -230,7 +238,9 @@ def test_fact_paths_are_checked_against_the_dataclasses() -> None:
 
 
 def _facts(**derived: Any) -> Facts:
-    facts = Facts(config=course(), log=gpu_oom("first_batch"), env={"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"})
+    facts = Facts(
+        config=course(), log=gpu_oom("first_batch"), env={"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}
+    )
     facts.derived = derived
     return facts
 
@@ -257,8 +267,17 @@ def _facts(**derived: Any) -> Facts:
         ({"fact": "log.requested_mib", "ratio_ge": {"of": "log.capacity_mib", "value": 0.05}}, True),
         ({"fact": "log.requested_mib", "ratio_gt": {"of": "log.capacity_mib", "value": 1.0}}, False),
         ({"fact": "log.requested_mib", "ratio_lt": {"of": "log.capacity_mib", "value": 0.1}}, True),
-        ({"fact": "log.requested_mib", "ratio_le": {"of": "gpu_total_mib", "value": 0.1}}, None),  # base unknown
-        ({"fact": "config.per_device_eval_batch_size", "gt": {"fact": "config.per_device_train_batch_size"}}, True),
+        (
+            {"fact": "log.requested_mib", "ratio_le": {"of": "gpu_total_mib", "value": 0.1}},
+            None,
+        ),  # base unknown
+        (
+            {
+                "fact": "config.per_device_eval_batch_size",
+                "gt": {"fact": "config.per_device_train_batch_size"},
+            },
+            True,
+        ),
         ({"fact": "config.cutoff_len", "ge": {"fact": "data.max_tokens"}}, None),  # reference unknown
     ],
 )
@@ -340,7 +359,10 @@ def test_answered_phase_gives_a_proposal() -> None:
     d = diagnose(Facts(config=course(), answers={"phase": "first_batch", "memory_kind": "gpu"}))
     assert d.phase == "first_batch" and d.proposal is not None
     assert d.proposal.rule == "first_batch.halve_micro_batch"
-    assert d.proposal.changes == {"per_device_train_batch_size": [4, 2], "gradient_accumulation_steps": [8, 16]}
+    assert d.proposal.changes == {
+        "per_device_train_batch_size": [4, 2],
+        "gradient_accumulation_steps": [8, 16],
+    }
 
 
 def test_weights_not_loaded_means_load_phase() -> None:
@@ -379,9 +401,15 @@ def test_gradient_checkpointing_default_is_a_finding_not_a_proposal() -> None:
 
 
 def test_gradient_checkpointing_off_is_proposed_by_removing_the_key() -> None:
-    d = diagnose(Facts(config=course(per_device_train_batch_size=1, disable_gradient_checkpointing=True),
-                       log=gpu_oom("first_batch")))
-    proposal = next(p for p in [d.proposal, *d.alternatives] if p.rule == "activations.enable_gradient_checkpointing")
+    d = diagnose(
+        Facts(
+            config=course(per_device_train_batch_size=1, disable_gradient_checkpointing=True),
+            log=gpu_oom("first_batch"),
+        )
+    )
+    proposal = next(
+        p for p in [d.proposal, *d.alternatives] if p.rule == "activations.enable_gradient_checkpointing"
+    )
     assert proposal.changes == {"disable_gradient_checkpointing": [True, None]}
 
 
@@ -395,7 +423,10 @@ def test_ranking_proposal_first_then_alternatives_in_rank_order() -> None:
     ranks = [load_rules().get(i).rank for i in ids]
     assert ranks == sorted(ranks)
     fragmentation = d.alternatives[0]
-    assert fragmentation.env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} and fragmentation.changes == {}
+    assert (
+        fragmentation.env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+        and fragmentation.changes == {}
+    )
 
 
 def test_fragmentation_guard_when_already_set() -> None:
@@ -406,15 +437,29 @@ def test_fragmentation_guard_when_already_set() -> None:
 
 
 def test_halving_floors_at_one_and_keeps_the_product() -> None:
-    d = diagnose(Facts(config=course(per_device_train_batch_size=3, gradient_accumulation_steps=4),
-                       log=gpu_oom("first_batch")))
-    assert d.proposal.changes == {"per_device_train_batch_size": [3, 1], "gradient_accumulation_steps": [4, 12]}
+    d = diagnose(
+        Facts(
+            config=course(per_device_train_batch_size=3, gradient_accumulation_steps=4),
+            log=gpu_oom("first_batch"),
+        )
+    )
+    assert d.proposal.changes == {
+        "per_device_train_batch_size": [3, 1],
+        "gradient_accumulation_steps": [4, 12],
+    }
 
 
 def test_inexact_product_is_reported() -> None:
-    d = diagnose(Facts(config=course(per_device_train_batch_size=5, gradient_accumulation_steps=3),
-                       log=gpu_oom("first_batch")))
-    assert d.proposal.changes == {"per_device_train_batch_size": [5, 2], "gradient_accumulation_steps": [3, 8]}
+    d = diagnose(
+        Facts(
+            config=course(per_device_train_batch_size=5, gradient_accumulation_steps=3),
+            log=gpu_oom("first_batch"),
+        )
+    )
+    assert d.proposal.changes == {
+        "per_device_train_batch_size": [5, 2],
+        "gradient_accumulation_steps": [3, 8],
+    }
     note = next(f for f in d.findings if f.id.endswith("inexact_product"))
     assert "15" in note.text["en"] and "16" in note.text["en"]
 
@@ -430,7 +475,9 @@ def test_eval_spike_never_touches_the_training_batch() -> None:
 
 def test_deepspeed_template_is_read_and_attached() -> None:
     log = gpu_oom("optimizer_step", world_size=8)
-    config = config_from_mapping({**COURSE, "finetuning_type": "full", "deepspeed": "ds_z2_config.json"}, world_size=8)
+    config = config_from_mapping(
+        {**COURSE, "finetuning_type": "full", "deepspeed": "ds_z2_config.json"}, world_size=8
+    )
     d = diagnose(Facts(config=config, log=log))
     assert d.proposal.rule == "optimizer_step.shard_with_zero3"
     assert d.proposal.changes == {"deepspeed": ["ds_z2_config.json", "ds_z3_config.json"]}
@@ -446,17 +493,31 @@ def test_lora_optimizer_offload_is_guarded_with_the_course_reason() -> None:
 
 def test_other_process_listed_under_host_pid_is_not_counted() -> None:
     # A container: the failing process appears as "Process 17949" with what PyTorch reserved.
-    log = gpu_oom("eval", capacity_mib=24218.0, free_mib=2580.0, requested_mib=3246.0, allocated_mib=18145.0,
-                  reserved_unallocated_mib=3010.0, other_processes=[OtherProcess(pid=17949, used_mib=21617.0)])
+    log = gpu_oom(
+        "eval",
+        capacity_mib=24218.0,
+        free_mib=2580.0,
+        requested_mib=3246.0,
+        allocated_mib=18145.0,
+        reserved_unallocated_mib=3010.0,
+        other_processes=[OtherProcess(pid=17949, used_mib=21617.0)],
+    )
     d = diagnose(Facts(config=course(), log=log))
     assert "other_process.free_the_card" not in rule_ids(d)
     assert any(f.id == "self_listed" and "17949" in f.text["en"] for f in d.findings)
 
 
 def test_other_process_with_this_process_line_is_counted() -> None:
-    log = gpu_oom("first_batch", capacity_mib=32491.0, free_mib=24.7, requested_mib=136.0,
-                  process_in_use_mib=15073.0, allocated_mib=14756.0, reserved_unallocated_mib=11.0,
-                  other_processes=[OtherProcess(pid=149826, used_mib=17388.0)])
+    log = gpu_oom(
+        "first_batch",
+        capacity_mib=32491.0,
+        free_mib=24.7,
+        requested_mib=136.0,
+        process_in_use_mib=15073.0,
+        allocated_mib=14756.0,
+        reserved_unallocated_mib=11.0,
+        other_processes=[OtherProcess(pid=149826, used_mib=17388.0)],
+    )
     d = diagnose(Facts(config=course(), log=log))
     assert d.proposal.rule == "other_process.free_the_card" and d.proposal.manual
     assert d.cause == "other_process" and d.proposal.changes == {}
@@ -464,8 +525,12 @@ def test_other_process_with_this_process_line_is_counted() -> None:
 
 
 def test_small_sibling_contexts_are_not_another_process() -> None:
-    log = gpu_oom("first_batch", world_size=4, process_in_use_mib=30000.0,
-                  other_processes=[OtherProcess(pid=11, used_mib=420.0), OtherProcess(pid=12, used_mib=420.0)])
+    log = gpu_oom(
+        "first_batch",
+        world_size=4,
+        process_in_use_mib=30000.0,
+        other_processes=[OtherProcess(pid=11, used_mib=420.0), OtherProcess(pid=12, used_mib=420.0)],
+    )
     d = diagnose(Facts(config=course(), log=log))
     assert "other_process.free_the_card" not in rule_ids(d)
 
@@ -501,7 +566,9 @@ def test_cutoff_above_longest_saves_nothing() -> None:
 
 
 def test_cutoff_from_p99_says_how_many_are_cut() -> None:
-    data = DataFacts(source="tokenized", samples=1600, max_tokens=3000, p99_tokens=1500, cutoff_len=1504, truncated=15)
+    data = DataFacts(
+        source="tokenized", samples=1600, max_tokens=3000, p99_tokens=1500, cutoff_len=1504, truncated=15
+    )
     d = diagnose(Facts(config=course(per_device_train_batch_size=1), log=gpu_oom("long_sample"), data=data))
     proposal = next(p for p in [d.proposal, *d.alternatives] if p.rule == "long_sample.lower_cutoff")
     assert proposal.changes == {"cutoff_len": [2048, 1504]}
@@ -521,7 +588,10 @@ def test_log_only_diagnosis_uses_the_log_values() -> None:
     log = gpu_oom("first_batch", instantaneous_batch_size=4, gradient_accumulation_steps=8, world_size=1)
     d = diagnose(Facts(log=log))
     assert d.proposal.rule == "first_batch.halve_micro_batch"
-    assert d.proposal.changes == {"per_device_train_batch_size": [4, 2], "gradient_accumulation_steps": [8, 16]}
+    assert d.proposal.changes == {
+        "per_device_train_batch_size": [4, 2],
+        "gradient_accumulation_steps": [8, 16],
+    }
     assert any(f.id == "log_only" for f in d.findings)
 
 
@@ -532,9 +602,19 @@ def test_texts_are_rendered_in_both_languages() -> None:
     assert "2" in d.proposal.why["zh"] and "16" in d.proposal.why["en"]
 
 
-QWEN3_06B = ModelFacts(name="Qwen/Qwen3-0.6B", hidden_size=1024, num_layers=28, num_attention_heads=16,
-                       num_key_value_heads=8, head_dim=128, intermediate_size=3072, vocab_size=151936,
-                       tie_word_embeddings=True, params=596049920, torch_dtype="bfloat16")
+QWEN3_06B = ModelFacts(
+    name="Qwen/Qwen3-0.6B",
+    hidden_size=1024,
+    num_layers=28,
+    num_attention_heads=16,
+    num_key_value_heads=8,
+    head_dim=128,
+    intermediate_size=3072,
+    vocab_size=151936,
+    tie_word_embeddings=True,
+    params=596049920,
+    torch_dtype="bfloat16",
+)
 
 
 @pytest.mark.parametrize(("phase", "estimate_phase"), [("first_batch", "train"), ("eval", "eval")])
@@ -544,8 +624,16 @@ def test_effect_is_estimated_in_the_phase_that_ran_out(phase: str, estimate_phas
     config = course()
     data = DataFacts(source="given", max_tokens=957)
     est = estimate(config, QWEN3_06B, data=data, gpu_total_mib=V100_MIB)
-    d = diagnose(Facts(config=config, log=gpu_oom(phase), model=QWEN3_06B, data=data, estimate=est,
-                       gpu_total_mib=V100_MIB))
+    d = diagnose(
+        Facts(
+            config=config,
+            log=gpu_oom(phase),
+            model=QWEN3_06B,
+            data=data,
+            estimate=est,
+            gpu_total_mib=V100_MIB,
+        )
+    )
     effect = d.proposal.effect
     assert effect is not None and effect.before_mib == est.phases[estimate_phase]
     assert effect.after_mib is not None and effect.after_mib < effect.before_mib
@@ -563,8 +651,20 @@ def test_no_effect_without_a_model() -> None:
 def test_json_contract_keys() -> None:
     d = diagnose(Facts(config=course(), log=gpu_oom("first_batch", step=1)))
     out = json.loads(json.dumps(d.to_json()))
-    for key in ("oom", "phase", "cause", "step", "requested_mib", "capacity_mib", "free_mib",
-                "reserved_unallocated_mib", "findings", "proposal", "alternatives", "questions"):
+    for key in (
+        "oom",
+        "phase",
+        "cause",
+        "step",
+        "requested_mib",
+        "capacity_mib",
+        "free_mib",
+        "reserved_unallocated_mib",
+        "findings",
+        "proposal",
+        "alternatives",
+        "questions",
+    ):
         assert key in out
     assert out["step"] == 1 and out["requested_mib"] == 2222.0
     for key in ("rule", "changes", "why", "cost", "judge"):

@@ -34,7 +34,9 @@ def _offered(d: Any) -> list[Any]:
 def test_case(path: Path, rule: str, case: dict[str, Any]) -> None:
     d = diagnose(facts_from_case(case))
     offered = {p.rule: p for p in _offered(d)}
-    assert (rule in offered) is case["triggers"], f"offered: {list(offered)}; findings: {[f.id for f in d.findings]}"
+    assert (rule in offered) is case["triggers"], (
+        f"offered: {list(offered)}; findings: {[f.id for f in d.findings]}"
+    )
     expect = case.get("expect", {})
     if "oom" in expect:
         assert d.oom is expect["oom"]
@@ -72,7 +74,9 @@ def test_every_rule_has_cases_that_trigger_it_and_cases_that_must_not() -> None:
         path, data = by_rule[loaded.node.id]
         assert path.name == f"{loaded.node.id}.yaml"
         flags = [case["triggers"] for case in data["cases"]]
-        assert True in flags and False in flags, f"{path.name} needs a case that triggers it and one that must not"
+        assert True in flags and False in flags, (
+            f"{path.name} needs a case that triggers it and one that must not"
+        )
 
 
 def test_case_files_name_existing_rules() -> None:

@@ -39,16 +39,31 @@ def _positive_int(text: str) -> int:
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="the LLaMA-Factory training YAML (or the WebUI's training_args.yaml)")
-    parser.add_argument("--log", help="the run's log: console capture, nohup.out, running_log.txt, trainer_log.jsonl")
     parser.add_argument(
-        "--answer", action="append", default=[], metavar="KEY=VALUE",
+        "--config", help="the LLaMA-Factory training YAML (or the WebUI's training_args.yaml)"
+    )
+    parser.add_argument(
+        "--log", help="the run's log: console capture, nohup.out, running_log.txt, trainer_log.jsonl"
+    )
+    parser.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="answer a question the diagnosis asks, e.g. --answer phase=eval (repeatable)",
     )
-    parser.add_argument("--gpu-mib", type=_positive_number, metavar="N",
-                        help="the training card's memory in MiB, when neither the log nor NVML tells")
-    parser.add_argument("--longest-tokens", type=_positive_int, metavar="N",
-                        help="the longest training sample in tokens (from `oomdoctor lengths`)")
+    parser.add_argument(
+        "--gpu-mib",
+        type=_positive_number,
+        metavar="N",
+        help="the training card's memory in MiB, when neither the log nor NVML tells",
+    )
+    parser.add_argument(
+        "--longest-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="the longest training sample in tokens (from `oomdoctor lengths`)",
+    )
     parser.add_argument("--json", action="store_true", help="print the diagnosis as one JSON object")
 
 
@@ -84,7 +99,9 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def _patch_command(proposal: Proposal, config: str | None, log: str | None, answers: list[str], first: bool) -> str:
+def _patch_command(
+    proposal: Proposal, config: str | None, log: str | None, answers: list[str], first: bool
+) -> str:
     words = ["oomdoctor", "patch", "--config", config or "<config.yaml>"]
     if log:
         words += ["--log", log]
@@ -125,7 +142,11 @@ def _proposal_lines(proposal: Proposal, lang: Lang) -> list[str]:
 
 
 def report(
-    diagnosis: Diagnosis, lang: Lang, *, config: str | None = None, log: str | None = None,
+    diagnosis: Diagnosis,
+    lang: Lang,
+    *,
+    config: str | None = None,
+    log: str | None = None,
     answers: list[str] | None = None,
 ) -> str:
     """The diagnosis as text a person reads in a terminal, in ``lang``."""
@@ -141,11 +162,21 @@ def report(
         else:
             out.append(msg("r_oom", lang, phase=phase, cause=cause))
     if d.requested_mib is not None or d.capacity_mib is not None:
-        out.append(msg("r_numbers", lang, requested=_mib(d.requested_mib), capacity=_mib(d.capacity_mib),
-                       free=_mib(d.free_mib), reserved=_mib(d.reserved_unallocated_mib)))
-    if d.findings:
+        out.append(
+            msg(
+                "r_numbers",
+                lang,
+                requested=_mib(d.requested_mib),
+                capacity=_mib(d.capacity_mib),
+                free=_mib(d.free_mib),
+                reserved=_mib(d.reserved_unallocated_mib),
+            )
+        )
+    # What a guard skipped is shown with the proposal ("Already on"); list it here only without one.
+    shown = [f for f in d.findings if d.proposal is None or not f.id.startswith("guard.")]
+    if shown:
         out += ["", msg("r_findings", lang)]
-        out += [f"  - {pick(f.text, lang)}" for f in d.findings]
+        out += [f"  - {pick(f.text, lang)}" for f in shown]
     if d.questions:
         out += ["", msg("r_questions", lang)]
         for q in d.questions:
@@ -158,7 +189,11 @@ def report(
         out += ["", msg(heading, lang)]
         out += _proposal_lines(d.proposal, lang)
         if not d.proposal.manual:
-            out += ["", msg("r_patch_hint", lang), f"  {_patch_command(d.proposal, config, log, answers, True)}"]
+            out += [
+                "",
+                msg("r_patch_hint", lang),
+                f"  {_patch_command(d.proposal, config, log, answers, True)}",
+            ]
     elif d.oom:
         out += ["", msg("r_no_proposal" if d.questions else "r_no_rule", lang)]
     if d.alternatives:

@@ -235,8 +235,12 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
     oom = log is None or log_failed(facts) or "phase" in facts.answers
 
     world_size = (log.world_size if log is not None else None) or (config.world_size if config else None)
-    micro_batch = config.per_device_train_batch_size if config else (log.instantaneous_batch_size if log else None)
-    accumulation = config.gradient_accumulation_steps if config else (log.gradient_accumulation_steps if log else None)
+    micro_batch = (
+        config.per_device_train_batch_size if config else (log.instantaneous_batch_size if log else None)
+    )
+    accumulation = (
+        config.gradient_accumulation_steps if config else (log.gradient_accumulation_steps if log else None)
+    )
     effective = micro_batch * accumulation * (world_size or 1) if micro_batch and accumulation else None
     if effective is None and log is not None:
         effective = log.total_train_batch_size
@@ -252,7 +256,11 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
     if data is not None and data.max_tokens:
         padded = _round_up(min(data.max_tokens, config.cutoff_len) if config else data.max_tokens)
     if reuse is not None:
-        cutoff = (reuse["cutoff_candidate"], reuse["cutoff_candidate_source"], reuse["cutoff_candidate_truncated"])
+        cutoff = (
+            reuse["cutoff_candidate"],
+            reuse["cutoff_candidate_source"],
+            reuse["cutoff_candidate_truncated"],
+        )
     else:
         cutoff = _cutoff_candidate(facts)
 

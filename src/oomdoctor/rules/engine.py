@@ -105,11 +105,15 @@ def check_answers(answers: dict[str, str], rules: RuleSet) -> None:
     for key, value in answers.items():
         spec = rules.questions.get(key)
         if spec is None:
-            raise BadInput(msg("unknown_question", None, question=key, allowed=", ".join(sorted(rules.questions))))
+            raise BadInput(
+                msg("unknown_question", None, question=key, allowed=", ".join(sorted(rules.questions)))
+            )
         if value not in spec.allowed:
             # "bad_answer" names its field {key}, which msg() takes for the message name: format it here.
-            texts = [MESSAGES["bad_answer"][lang].format(key=key, value=value, allowed=", ".join(spec.allowed))
-                     for lang in LANGS]
+            texts = [
+                MESSAGES["bad_answer"][lang].format(key=key, value=value, allowed=", ".join(spec.allowed))
+                for lang in LANGS
+            ]
             raise BadInput(" / ".join(texts))
 
 
@@ -205,8 +209,13 @@ def compute_changes(node: RuleNode, facts: Facts) -> tuple[dict[str, list[Any]],
             notes.append(
                 Finding(
                     id=f"{node.id}.inexact_product",
-                    text=both("f_inexact_product", field=name, partner=partner, before=int(before),
-                              after=int(kept * new_partner)),
+                    text=both(
+                        "f_inexact_product",
+                        field=name,
+                        partner=partner,
+                        before=int(before),
+                        after=int(kept * new_partner),
+                    ),
                     severity="warning",
                 )
             )
@@ -300,7 +309,10 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
     new_values: dict[str, Any] = {name: pair[1] for name, pair in changes.items()}
     try:
         after = estimate(
-            with_changes(facts.config, new_values), facts.model, data=facts.data, gpu_total_mib=facts.gpu_total_mib
+            with_changes(facts.config, new_values),
+            facts.model,
+            data=facts.data,
+            gpu_total_mib=facts.gpu_total_mib,
         )
     except Exception as err:  # the estimate is a help, never a reason for the diagnosis to fail
         return EstimatedEffect(before_mib=before, note=both("effect_unavailable", error=str(err)[:200]))
@@ -390,17 +402,32 @@ def fact_findings(facts: Facts) -> list[Finding]:
         add("traceback_cut", "warning")
     if log is not None and not log.oom and log.other_error:
         add("other_error", "warning", error=log.other_error[:300])
-    if log is not None and d["phase_source"] == "answer" and log.oom and log.phase not in ("unknown", "none"):
-        if log.phase != d["phase"]:
-            add("phase_answer_over_log", answer=d["phase"], log=log.phase)
+    answered_over_log = d["phase_source"] == "answer" and log is not None and log.oom
+    if answered_over_log and log.phase not in ("unknown", "none", d["phase"]):
+        add("phase_answer_over_log", answer=d["phase"], log=log.phase)
     if log is not None and d["phase_source"] == "log" and (log.phase_evidence_text or log.phase_evidence):
         evidence = log.phase_evidence_text or [{"en": e, "zh": e} for e in log.phase_evidence]
-        out.append(Finding(id="phase_evidence", text={
-            lang: msg("f_phase_evidence", lang, phase=msg(f"phase_{d['phase']}", lang),
-                      evidence="; ".join(e.get(lang) or e.get("en", "") for e in evidence[:3]))
-            for lang in ("en", "zh")}))
+        out.append(
+            Finding(
+                id="phase_evidence",
+                text={
+                    lang: msg(
+                        "f_phase_evidence",
+                        lang,
+                        phase=msg(f"phase_{d['phase']}", lang),
+                        evidence="; ".join(e.get(lang) or e.get("en", "") for e in evidence[:3]),
+                    )
+                    for lang in ("en", "zh")
+                },
+            )
+        )
     if log is not None and log.requested_mib is not None and log.capacity_mib is not None:
-        add("request", requested=_mib(log.requested_mib), free=_mib(log.free_mib), capacity=_mib(log.capacity_mib))
+        add(
+            "request",
+            requested=_mib(log.requested_mib),
+            free=_mib(log.free_mib),
+            capacity=_mib(log.capacity_mib),
+        )
     if (
         log is not None
         and d["reserve_would_fit"]
@@ -408,21 +435,40 @@ def fact_findings(facts: Facts) -> list[Finding]:
         and log.requested_mib
         and log.reserved_unallocated_mib >= FRAGMENTATION_FINDING_SHARE * log.requested_mib
     ):
-        add("reserve_would_fit", "warning", free=_mib(log.free_mib), reserved=_mib(log.reserved_unallocated_mib),
-            requested=_mib(log.requested_mib))
+        add(
+            "reserve_would_fit",
+            "warning",
+            free=_mib(log.free_mib),
+            reserved=_mib(log.reserved_unallocated_mib),
+            requested=_mib(log.requested_mib),
+        )
     if log is not None and log.alloc_retries:
         add("alloc_retries", "warning", count=log.alloc_retries)
     if d["self_listed_pid"] is not None:
         add("self_listed", pid=d["self_listed_pid"])
     if d["other_process_mib"]:
-        add("other_processes", "warning", mib=_mib(d["other_process_mib"]),
-            pids=", ".join(str(p) for p in d["other_process_pids"]))
+        add(
+            "other_processes",
+            "warning",
+            mib=_mib(d["other_process_mib"]),
+            pids=", ".join(str(p) for p in d["other_process_pids"]),
+        )
     if d["micro_batch"] and d["accumulation"] and d["effective_batch"]:
-        add("effective_batch", micro=d["micro_batch"], acc=d["accumulation"], world=d["world_size"] or 1,
-            effective=d["effective_batch"])
+        add(
+            "effective_batch",
+            micro=d["micro_batch"],
+            acc=d["accumulation"],
+            world=d["world_size"] or 1,
+            effective=d["effective_batch"],
+        )
     if config is not None and config.do_eval and d["eval_batch_default"]:
         add("eval_batch_default", micro=config.per_device_train_batch_size)
-    if config is not None and (d["world_size"] or 1) > 1 and config.zero_stage is None and not config.deepspeed:
+    if (
+        config is not None
+        and (d["world_size"] or 1) > 1
+        and config.zero_stage is None
+        and not config.deepspeed
+    ):
         add("multi_gpu_no_deepspeed", "warning", world=d["world_size"])
     if config is not None and data is not None and data.max_tokens and config.cutoff_len >= data.max_tokens:
         add("cutoff_above_longest", cutoff=config.cutoff_len, longest=data.max_tokens)
@@ -430,23 +476,41 @@ def fact_findings(facts: Facts) -> list[Finding]:
     if est is not None:
         weights = est.terms.get("weights")
         if weights and facts.gpu_total_mib:
-            add("weights_share", weights=_mib(weights), share=round(100 * weights / facts.gpu_total_mib),
-                capacity=_mib(facts.gpu_total_mib))
+            add(
+                "weights_share",
+                weights=_mib(weights),
+                share=round(100 * weights / facts.gpu_total_mib),
+                capacity=_mib(facts.gpu_total_mib),
+            )
         if est.dominant_term in est.terms:
             name = TERM_NAMES.get(est.dominant_term, {"en": est.dominant_term, "zh": est.dominant_term})
-            out.append(Finding(
-                id="dominant_term",
-                text={lang: msg("f_dominant_term", lang, term=name[lang], mib=_mib(est.terms[est.dominant_term]))
-                      for lang in ("en", "zh")},
-            ))
+            out.append(
+                Finding(
+                    id="dominant_term",
+                    text={
+                        lang: msg(
+                            "f_dominant_term", lang, term=name[lang], mib=_mib(est.terms[est.dominant_term])
+                        )
+                        for lang in ("en", "zh")
+                    },
+                )
+            )
     if config is not None:
         items = _in_effect(config)
         if items:
-            out.append(Finding(
-                id="in_effect",
-                text={lang: msg("f_in_effect", lang, items=("、" if lang == "zh" else ", ").join(i[lang] for i in items))
-                      for lang in ("en", "zh")},
-            ))
+            out.append(
+                Finding(
+                    id="in_effect",
+                    text={
+                        lang: msg(
+                            "f_in_effect",
+                            lang,
+                            items=("、" if lang == "zh" else ", ").join(i[lang] for i in items),
+                        )
+                        for lang in ("en", "zh")
+                    },
+                )
+            )
     return out
 
 
@@ -456,8 +520,12 @@ def _evidence_cause(facts: Facts) -> str:
         return "host_ram"
     est = facts.estimate
     if est is not None and d["phase"] in ("first_batch", "long_sample"):
-        return {"logits_loss": "logits", "activations": "activations", "weights": "weights",
-                "trainable_state": "optimizer_state"}.get(est.dominant_term, "activations")
+        return {
+            "logits_loss": "logits",
+            "activations": "activations",
+            "weights": "weights",
+            "trainable_state": "optimizer_state",
+        }.get(est.dominant_term, "activations")
     return CAUSE_BY_PHASE.get(d["phase"], "unknown")
 
 
@@ -465,15 +533,45 @@ def _facts_summary(facts: Facts) -> dict[str, Any]:
     summary: dict[str, Any] = {"derived": to_jsonable(facts.derived), "gpu_total_mib": facts.gpu_total_mib}
     log = facts.log
     if log is not None:
-        summary["log"] = {k: to_jsonable(getattr(log, k)) for k in (
-            "path", "oom_kind", "error_line", "phase", "phase_evidence", "step", "total_steps", "good_steps", "rank",
-            "gpu_index", "allocated_mib", "reserved_mib", "alloc_retries", "world_size")}
+        summary["log"] = {
+            k: to_jsonable(getattr(log, k))
+            for k in (
+                "path",
+                "oom_kind",
+                "error_line",
+                "phase",
+                "phase_evidence",
+                "step",
+                "total_steps",
+                "good_steps",
+                "rank",
+                "gpu_index",
+                "allocated_mib",
+                "reserved_mib",
+                "alloc_retries",
+                "world_size",
+            )
+        }
     config = facts.config
     if config is not None:
-        summary["config"] = {k: to_jsonable(getattr(config, k)) for k in (
-            "path", "stage", "finetuning_type", "model_name_or_path", "per_device_train_batch_size",
-            "per_device_eval_batch_size", "gradient_accumulation_steps", "cutoff_len", "precision",
-            "gradient_checkpointing", "quantization_bit", "deepspeed", "zero_stage")}
+        summary["config"] = {
+            k: to_jsonable(getattr(config, k))
+            for k in (
+                "path",
+                "stage",
+                "finetuning_type",
+                "model_name_or_path",
+                "per_device_train_batch_size",
+                "per_device_eval_batch_size",
+                "gradient_accumulation_steps",
+                "cutoff_len",
+                "precision",
+                "gradient_checkpointing",
+                "quantization_bit",
+                "deepspeed",
+                "zero_stage",
+            )
+        }
     if facts.data is not None:
         summary["data"] = to_jsonable(facts.data)
     if facts.estimate is not None:
@@ -501,8 +599,15 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
     findings = fact_findings(facts)
     if not d["oom"]:
         findings.insert(0, Finding(id="no_oom", text=both("f_no_oom")))
-        return Diagnosis(oom=False, phase="none", cause="unknown", findings=findings, answers=dict(facts.answers),
-                         facts=_facts_summary(facts), **base)
+        return Diagnosis(
+            oom=False,
+            phase="none",
+            cause="unknown",
+            findings=findings,
+            answers=dict(facts.answers),
+            facts=_facts_summary(facts),
+            **base,
+        )
 
     questions: list[Question] = []
     if d["phase"] == "unknown":
@@ -519,7 +624,11 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
         matched = evaluate(node.when, facts)
         if matched is None:
             asked = node.ask is not None and node.ask.key not in facts.answers
-            if asked and all(q.key != node.ask.key for q in questions) and _answer_could_match(loaded, facts, rules):
+            if (
+                asked
+                and all(q.key != node.ask.key for q in questions)
+                and _answer_could_match(loaded, facts, rules)
+            ):
                 questions.append(_question_for(loaded))
             continue
         if not matched:
@@ -534,9 +643,13 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
         try:
             proposal, notes = build_proposal(loaded, facts)
         except ChangeNotComputable as missing:
-            findings.append(Finding(id=f"{node.id}.not_computable",
-                                    text=both("f_change_not_computable", rule=node.id, field=missing.field),
-                                    severity="warning"))
+            findings.append(
+                Finding(
+                    id=f"{node.id}.not_computable",
+                    text=both("f_change_not_computable", rule=node.id, field=missing.field),
+                    severity="warning",
+                )
+            )
             continue
         if proposal is not None:
             candidates.append((node, proposal, notes))

@@ -141,7 +141,9 @@ def _pydantic_problem(err: dict[str, Any], root: yaml.Node | None) -> tuple[int 
         return line, msg("rule_missing_field", None, name=name, where=_loc_text(tuple(parent)))
     if err["type"] == "extra_forbidden":
         *parent, name = loc
-        return line_of(root, tuple(parent), key=str(name)), msg("rule_unknown_field", None, name=name, where=where)
+        return line_of(root, tuple(parent), key=str(name)), msg(
+            "rule_unknown_field", None, name=name, where=where
+        )
     if err["type"] == "unknown_operator":
         return line_of(root, loc, key=str(ctx.get("key"))), msg(
             "rule_unknown_operator", None, op=ctx.get("key"), where=where, known=ctx.get("known")
@@ -230,7 +232,9 @@ def _check_texts(node: RuleNode, root: yaml.Node | None, path: Path) -> None:
                     problem = fact_path_problem(ref)
                 if problem:
                     raise RuleLoadError(
-                        path, line_of(root, (*loc, lang)), msg("rule_bad_placeholder", None, ref=ref, problem=problem)
+                        path,
+                        line_of(root, (*loc, lang)),
+                        msg("rule_bad_placeholder", None, ref=ref, problem=problem),
                     )
 
 
@@ -247,7 +251,9 @@ def _check_fact_paths(node: RuleNode, root: yaml.Node | None, path: Path) -> Non
     for ref, loc in refs:
         problem = fact_path_problem(ref)
         if problem:
-            raise RuleLoadError(path, line_of(root, loc), msg("rule_bad_fact", None, path=ref, problem=problem))
+            raise RuleLoadError(
+                path, line_of(root, loc), msg("rule_bad_fact", None, path=ref, problem=problem)
+            )
 
 
 def _check_ask(node: RuleNode, root: yaml.Node | None, path: Path) -> None:
@@ -291,7 +297,9 @@ def _cross_checks(loaded: list[LoadedNode]) -> None:
         first = seen.get(item.node.id)
         if first is not None:
             raise RuleLoadError(
-                item.file, item.line, msg("rule_duplicate_id", None, id=item.node.id, other=f"{first.file}:{first.line}")
+                item.file,
+                item.line,
+                msg("rule_duplicate_id", None, id=item.node.id, other=f"{first.file}:{first.line}"),
             )
         seen[item.node.id] = item
     questions: dict[str, tuple[tuple[str, ...], LoadedNode]] = {}
@@ -299,7 +307,9 @@ def _cross_checks(loaded: list[LoadedNode]) -> None:
         node, root = item.node, item.root
         for i, target in enumerate(node.next):
             if target not in seen or target == node.id:
-                raise RuleLoadError(item.file, line_of(root, ("next", i)), msg("rule_dangling_next", None, id=target))
+                raise RuleLoadError(
+                    item.file, line_of(root, ("next", i)), msg("rule_dangling_next", None, id=target)
+                )
         if node.ask is not None and node.ask.answers:
             values = tuple(a.value for a in node.ask.answers)
             other = questions.get(node.ask.key)

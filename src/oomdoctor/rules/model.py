@@ -24,7 +24,12 @@ PhaseName = Literal[NODE_PHASES]  # type: ignore[valid-type]
 CauseName = Literal[CAUSES]  # type: ignore[valid-type]
 
 # DeepSpeed templates the config helper ships in configs/deepspeed/<name>.json (LLaMA-Factory's own names).
-DEEPSPEED_TEMPLATES: tuple[str, ...] = ("ds_z2_config", "ds_z2_offload_config", "ds_z3_config", "ds_z3_offload_config")
+DEEPSPEED_TEMPLATES: tuple[str, ...] = (
+    "ds_z2_config",
+    "ds_z2_offload_config",
+    "ds_z3_config",
+    "ds_z3_offload_config",
+)
 DeepSpeedTemplate = Literal[DEEPSPEED_TEMPLATES]  # type: ignore[valid-type]
 
 ID_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
@@ -90,16 +95,22 @@ class Condition(BaseModel):
         if isinstance(data, Condition):
             return data
         if not isinstance(data, dict):
-            raise PydanticCustomError("condition_shape", "a condition is a mapping: all/any/not, or fact + operator")
+            raise PydanticCustomError(
+                "condition_shape", "a condition is a mapping: all/any/not, or fact + operator"
+            )
         branch = [k for k in CONDITION_KEYS if k in data]
         if branch:
             if len(data) != 1:
                 raise PydanticCustomError(
-                    "condition_shape", "a condition with {keys} must hold nothing else", {"keys": "/".join(branch)}
+                    "condition_shape",
+                    "a condition with {keys} must hold nothing else",
+                    {"keys": "/".join(branch)},
                 )
             return data
         if "fact" not in data:
-            raise PydanticCustomError("condition_shape", "a condition needs all/any/not, or fact + one operator")
+            raise PydanticCustomError(
+                "condition_shape", "a condition needs all/any/not, or fact + one operator"
+            )
         ops = [k for k in data if k != "fact"]
         if len(ops) != 1:
             raise PydanticCustomError(
@@ -114,7 +125,9 @@ class Condition(BaseModel):
             )
         problem = OPERATORS[op].check(data[op])
         if problem:
-            raise PydanticCustomError("bad_operand", "operator '{key}' {problem}", {"key": op, "problem": problem})
+            raise PydanticCustomError(
+                "bad_operand", "operator '{key}' {problem}", {"key": op, "problem": problem}
+            )
         return {"fact": data["fact"], "op": op, "operand": data[op]}
 
     @property
@@ -137,7 +150,6 @@ class Condition(BaseModel):
         return out
 
 
-
 def condition_json_schema(self_ref: dict[str, str]) -> dict[str, Any]:
     """The YAML form of a condition, with the operators from the registry (the pydantic model holds the
     parsed form, so ``schema.py`` puts this in its place)."""
@@ -154,11 +166,24 @@ def condition_json_schema(self_ref: dict[str, str]) -> dict[str, Any]:
     return {
         "title": "Condition",
         "oneOf": [
-            {"type": "object", "properties": {"all": {"type": "array", "items": self_ref, "minItems": 1}},
-             "required": ["all"], "additionalProperties": False},
-            {"type": "object", "properties": {"any": {"type": "array", "items": self_ref, "minItems": 1}},
-             "required": ["any"], "additionalProperties": False},
-            {"type": "object", "properties": {"not": self_ref}, "required": ["not"], "additionalProperties": False},
+            {
+                "type": "object",
+                "properties": {"all": {"type": "array", "items": self_ref, "minItems": 1}},
+                "required": ["all"],
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "properties": {"any": {"type": "array", "items": self_ref, "minItems": 1}},
+                "required": ["any"],
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "properties": {"not": self_ref},
+                "required": ["not"],
+                "additionalProperties": False,
+            },
             leaf,
         ],
     }
@@ -181,7 +206,7 @@ class ChangeOp(BaseModel):
             raise PydanticCustomError(
                 "change_shape", "a field's change is one operator: {ops}", {"ops": ", ".join(CHANGE_OPS)}
             )
-        (op, operand), = data.items()
+        ((op, operand),) = data.items()
         if op not in CHANGE_OPS:
             raise PydanticCustomError(
                 "unknown_change_op",
@@ -190,7 +215,9 @@ class ChangeOp(BaseModel):
             )
         if op in ("halve", "double", "remove") and operand is not True:
             raise PydanticCustomError("bad_operand", "'{key}' takes true", {"key": op})
-        if op == "scale" and (isinstance(operand, bool) or not isinstance(operand, int | float) or operand <= 0):
+        if op == "scale" and (
+            isinstance(operand, bool) or not isinstance(operand, int | float) or operand <= 0
+        ):
             raise PydanticCustomError("bad_operand", "'scale' takes a positive number", {"key": op})
         if op in ("keep_product_with", "set_from") and not isinstance(operand, str):
             raise PydanticCustomError("bad_operand", "'{key}' takes a name", {"key": op})
@@ -285,7 +312,8 @@ class RuleNode(_Strict):
             )
         if not self.manual and not acts:
             raise PydanticCustomError(
-                "change_shape", "a node needs a change (change, env or write_deepspeed_template) or manual: true"
+                "change_shape",
+                "a node needs a change (change, env or write_deepspeed_template) or manual: true",
             )
         if self.write_deepspeed_template is not None and "deepspeed" in self.change:
             raise PydanticCustomError(

@@ -141,7 +141,9 @@ def _contains_one(value: Any, needle: Any) -> bool:
     if isinstance(value, str):
         return isinstance(needle, str) and needle.lower() in value.lower()
     if isinstance(value, list | tuple | set):
-        return any(_contains_one(item, needle) if isinstance(item, str) else _same(item, needle) for item in value)
+        return any(
+            _contains_one(item, needle) if isinstance(item, str) else _same(item, needle) for item in value
+        )
     if isinstance(value, dict):
         return any(_same(k, needle) for k in value)
     return False
@@ -201,35 +203,143 @@ _NUMBER_OR_REF = {"oneOf": [{"type": "number"}, _FACT_REF]}
 _SCALAR_OR_REF = {"oneOf": [_SCALAR, _FACT_REF]}
 _LIST = {"type": "array", "items": _SCALAR, "minItems": 1}
 
-_register(Operator("is", "equal to the value (strings compare case-insensitively)", _eq, _SCALAR_OR_REF,
-                   _check_scalar_or_ref, _refs_of_operand))
-_register(Operator("is_not", "not equal to the value", _ne, _SCALAR_OR_REF, _check_scalar_or_ref, _refs_of_operand))
+_register(
+    Operator(
+        "is",
+        "equal to the value (strings compare case-insensitively)",
+        _eq,
+        _SCALAR_OR_REF,
+        _check_scalar_or_ref,
+        _refs_of_operand,
+    )
+)
+_register(
+    Operator("is_not", "not equal to the value", _ne, _SCALAR_OR_REF, _check_scalar_or_ref, _refs_of_operand)
+)
 _register(Operator("in", "one of the listed values", _in, _LIST, _check_list, _no_refs))
 _register(Operator("not_in", "none of the listed values", _not_in, _LIST, _check_list, _no_refs))
-_register(Operator("gt", "greater than", _compare(lambda a, b: a > b), _NUMBER_OR_REF, _check_number_or_ref,
-                   _refs_of_operand))
-_register(Operator("ge", "greater than or equal to", _compare(lambda a, b: a >= b), _NUMBER_OR_REF,
-                   _check_number_or_ref, _refs_of_operand))
-_register(Operator("lt", "less than", _compare(lambda a, b: a < b), _NUMBER_OR_REF, _check_number_or_ref,
-                   _refs_of_operand))
-_register(Operator("le", "less than or equal to", _compare(lambda a, b: a <= b), _NUMBER_OR_REF,
-                   _check_number_or_ref, _refs_of_operand))
-_register(Operator("known", "true: the fact is known; false: it is not", _known, {"type": "boolean"},
-                   _check_bool, _no_refs, unknown_safe=True))
-_register(Operator("unknown", "true: the fact is not known; false: it is", _unknown, {"type": "boolean"},
-                   _check_bool, _no_refs, unknown_safe=True))
-_register(Operator("contains", "a text holds the substring (case-insensitive), or a list holds the item",
-                   _contains, _SCALAR, _check_scalar, _no_refs))
-_register(Operator("contains_any", "contains at least one of the listed values", _contains_any, _LIST,
-                   _check_list, _no_refs))
-_register(Operator("ratio_ge", "fact / other fact >= value", _ratio(lambda r, v: r >= v), _RATIO_SCHEMA,
-                   _check_ratio, lambda o: [o["of"]]))
-_register(Operator("ratio_gt", "fact / other fact > value", _ratio(lambda r, v: r > v), _RATIO_SCHEMA,
-                   _check_ratio, lambda o: [o["of"]]))
-_register(Operator("ratio_lt", "fact / other fact < value", _ratio(lambda r, v: r < v), _RATIO_SCHEMA,
-                   _check_ratio, lambda o: [o["of"]]))
-_register(Operator("ratio_le", "fact / other fact <= value", _ratio(lambda r, v: r <= v), _RATIO_SCHEMA,
-                   _check_ratio, lambda o: [o["of"]]))
+_register(
+    Operator(
+        "gt",
+        "greater than",
+        _compare(lambda a, b: a > b),
+        _NUMBER_OR_REF,
+        _check_number_or_ref,
+        _refs_of_operand,
+    )
+)
+_register(
+    Operator(
+        "ge",
+        "greater than or equal to",
+        _compare(lambda a, b: a >= b),
+        _NUMBER_OR_REF,
+        _check_number_or_ref,
+        _refs_of_operand,
+    )
+)
+_register(
+    Operator(
+        "lt",
+        "less than",
+        _compare(lambda a, b: a < b),
+        _NUMBER_OR_REF,
+        _check_number_or_ref,
+        _refs_of_operand,
+    )
+)
+_register(
+    Operator(
+        "le",
+        "less than or equal to",
+        _compare(lambda a, b: a <= b),
+        _NUMBER_OR_REF,
+        _check_number_or_ref,
+        _refs_of_operand,
+    )
+)
+_register(
+    Operator(
+        "known",
+        "true: the fact is known; false: it is not",
+        _known,
+        {"type": "boolean"},
+        _check_bool,
+        _no_refs,
+        unknown_safe=True,
+    )
+)
+_register(
+    Operator(
+        "unknown",
+        "true: the fact is not known; false: it is",
+        _unknown,
+        {"type": "boolean"},
+        _check_bool,
+        _no_refs,
+        unknown_safe=True,
+    )
+)
+_register(
+    Operator(
+        "contains",
+        "a text holds the substring (case-insensitive), or a list holds the item",
+        _contains,
+        _SCALAR,
+        _check_scalar,
+        _no_refs,
+    )
+)
+_register(
+    Operator(
+        "contains_any",
+        "contains at least one of the listed values",
+        _contains_any,
+        _LIST,
+        _check_list,
+        _no_refs,
+    )
+)
+_register(
+    Operator(
+        "ratio_ge",
+        "fact / other fact >= value",
+        _ratio(lambda r, v: r >= v),
+        _RATIO_SCHEMA,
+        _check_ratio,
+        lambda o: [o["of"]],
+    )
+)
+_register(
+    Operator(
+        "ratio_gt",
+        "fact / other fact > value",
+        _ratio(lambda r, v: r > v),
+        _RATIO_SCHEMA,
+        _check_ratio,
+        lambda o: [o["of"]],
+    )
+)
+_register(
+    Operator(
+        "ratio_lt",
+        "fact / other fact < value",
+        _ratio(lambda r, v: r < v),
+        _RATIO_SCHEMA,
+        _check_ratio,
+        lambda o: [o["of"]],
+    )
+)
+_register(
+    Operator(
+        "ratio_le",
+        "fact / other fact <= value",
+        _ratio(lambda r, v: r <= v),
+        _RATIO_SCHEMA,
+        _check_ratio,
+        lambda o: [o["of"]],
+    )
+)
 
 
 def apply(name: str, value: Any, operand: Any, resolve: Resolve) -> Tri:
