@@ -167,6 +167,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "peak allocated in the {phase} phase, before and after",
         "zh": "{phase}阶段的已分配峰值,修改前后对比",
     },
+    "effect_other_peak": {
+        "en": "after this change the largest peak is in the {phase} phase ({mib} MiB): judge the fit there",
+        "zh": "修改后最大的峰值在{phase}阶段({mib} MiB):能否放下要看那里",
+    },
     "estimate_phase_load": {"en": "load", "zh": "加载"},
     "estimate_phase_train": {"en": "training step", "zh": "训练步"},
     "estimate_phase_eval": {"en": "evaluation", "zh": "验证"},
@@ -237,7 +241,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     },
     "f_dominant_term": {
         "en": "The estimate's largest term is {term}: about {mib} MiB.",
-        "zh": "估算中占用最大的一项是{term}:约 {mib} MiB。",
+        "zh": "估算中占用最大的一项是 {term}:约 {mib} MiB。",
     },
     "f_in_effect": {
         "en": "Already in effect, not new options: {items}.",
