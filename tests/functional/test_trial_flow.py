@@ -95,7 +95,7 @@ async def test_samples_are_coalesced_not_queued(user_dir: Path, gpu_source: Any)
         assert chart.ceiling == 32768.0  # drawn against the card's total
         text = screen_text(app)
         assert "Memory 17.68 GiB of 32.00 GiB" in text
-        assert "Step 3 of 20" in text
+        assert "Step 3 of 50" in text  # the default short trial, as `oomdoctor trial`
         assert "s Stop" in text
         await pilot.press("s")  # stop: the trial's own process group only
         await app.workers.wait_for_complete()
@@ -152,3 +152,18 @@ async def test_real_trial_runner_with_a_stand_in_for_llamafactory(user_dir: Path
     )
     assert "Finished: trial passed" in text
     assert app.session.history[0].outcome == "passed"
+
+
+async def test_quit_during_a_trial_stops_only_that_trial(user_dir: Path, gpu_source: Any) -> None:
+    launcher = ScriptedTrial(outcome="ok", wait_for_stop=True)
+    app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
+                    scan_at_start=False)  # fmt: skip
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        assert launcher.started.wait(10)
+        stop = app.trial_stop
+        assert stop is not None and not stop.is_set()
+        await pilot.press("q")
+        await pilot.pause()
+    assert stop.is_set()
+    assert app.return_value == 0

@@ -321,6 +321,8 @@ class ScriptedTrial:
             "peak_memory_mib": 18400.0,
             "peak_memory_mib_per_gpu": {"0": 18400.0},
             "oom": outcome == "oom",
+            "phase": "first_batch" if outcome == "oom" else "none",
+            "peak_source": "nvml",
             "steps_requested": steps,
             "steps_done": 3,
         }

@@ -9,7 +9,10 @@ from oomdoctor.errors import EXIT_OK
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--trial-steps", type=int, default=None, help="optimizer steps of a short trial (default 20)"
+        "--trial-steps",
+        type=int,
+        default=None,
+        help="optimizer steps of a short trial (default 50, as oomdoctor trial)",
     )
 
 

@@ -15,7 +15,10 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--log", help="training log: console capture, nohup.out, running_log.txt, trainer_log.jsonl"
     )
     parser.add_argument(
-        "--trial-steps", type=int, default=None, help="optimizer steps of a short trial (default 20)"
+        "--trial-steps",
+        type=int,
+        default=None,
+        help="optimizer steps of a short trial (default 50, as oomdoctor trial)",
     )
 
 

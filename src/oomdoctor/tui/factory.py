@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 # The bundled demo case: the course config and a log of its out-of-memory run.
 DEMO_CONFIG = "keywords_clean_train.yaml"
 DEMO_LOG = "demo/train.log"
-# Optimizer steps of a "short trial": enough to pass the first batch, an eval and a save when the
-# config's eval/save steps are small, short enough to wait for.
-DEFAULT_TRIAL_STEPS = 20
+# Update steps of a short trial: the same as ``oomdoctor trial``'s default, so trials started here and
+# there compare (compare_trials flags trials run for different step counts). The trial sets eval and save
+# steps to this number, so every phase is passed once.
+DEFAULT_TRIAL_STEPS = 50
 
 
 def demo_paths() -> tuple[Path, Path]:

@@ -66,8 +66,9 @@ def term_name(term: str, lang: Lang) -> str:
     return t(key, lang) if key in TEXTS else term
 
 
-def oom_summary(diagnosis: Diagnosis | None, facts: Facts | None, lang: Lang) -> str:
-    """One line: where memory ran out, what filled it, and the numbers from the OOM message."""
+def oom_summary(diagnosis: Diagnosis | None, facts: Facts | None, lang: Lang, *, short: bool = False) -> str:
+    """Where memory ran out, what filled it, and the numbers from the OOM message (``short``: without the
+    reserved-but-unallocated figure, for the banner)."""
     if facts is not None and facts.log is None:
         return t("oom_no_log", lang)
     if diagnosis is None or not diagnosis.oom:
@@ -95,7 +96,7 @@ def oom_summary(diagnosis: Diagnosis | None, facts: Facts | None, lang: Lang) ->
             )
         else:
             parts.append(t("oom_requested_short", lang, requested=fmt_mib(diagnosis.requested_mib, lang)))
-    if diagnosis.reserved_unallocated_mib:
+    if diagnosis.reserved_unallocated_mib and not short:
         parts.append(t("oom_reserved", lang, reserved=fmt_mib(diagnosis.reserved_unallocated_mib, lang)))
     return "; ".join(parts) if lang == "en" else ";".join(parts)
 

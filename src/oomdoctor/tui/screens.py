@@ -81,6 +81,16 @@ class DoctorModal(ModalScreen[object]):
 
 
 # ------------------------------------------------------------------------------------------------ picker
+def run_label(config: Path | None, log: Path | None, cwd: Path) -> str:
+    """``saves/x/ training_args.yaml + running_log.txt``: a run's files on one line that fits 80 columns."""
+    if config is not None and log is not None and config.parent == log.parent:
+        folder = display_path(config.parent, cwd)
+        prefix = "" if folder in ("", ".") else folder.rstrip("/") + "/"
+        return f"{prefix}{{{config.name}, {log.name}}}"
+    parts = [display_path(p, cwd) for p in (config, log) if p is not None]
+    return " + ".join(parts)
+
+
 class PickerScreen(DoctorScreen):
     """The runs found in the current folder, newest first, and the bundled demo case."""
 
@@ -119,7 +129,7 @@ class PickerScreen(DoctorScreen):
         table = self.query_one("#picker-table", DataTable)
         cursor = table.cursor_row
         table.clear(columns=True)
-        table.add_columns(t("picker_col_when", lang), t("picker_col_config", lang), t("picker_col_log", lang))
+        table.add_columns(t("picker_col_when", lang), t("picker_col_run", lang))
         scan = session.scan
         if scan is None:
             status.update(t("picker_scanning", lang, folder="."))
@@ -131,13 +141,8 @@ class PickerScreen(DoctorScreen):
             lines.append(t("picker_stopped_early", lang, entries=scan.entries_seen))
         status.update("\n".join(lines))
         for number, run in enumerate(scan.runs, start=1):
-            table.add_row(
-                str(number),
-                display_path(run.config, session.cwd) if run.config else "–",
-                display_path(run.log, session.cwd) if run.log else "–",
-                key=str(number - 1),
-            )
-        table.add_row("*", t("picker_demo_row", lang), "", key="demo")
+            table.add_row(str(number), run_label(run.config, run.log, session.cwd), key=str(number - 1))
+        table.add_row("*", t("picker_demo_row", lang), key="demo")
         table.move_cursor(row=min(cursor, table.row_count - 1))
         table.focus()
 
@@ -351,6 +356,7 @@ class ApplyScreen(DoctorModal):
             with Horizontal(classes="dialog-buttons"):
                 yield Button(t("apply_write", lang), id="apply-write", variant="primary")
                 yield Button(t("apply_cancel", lang), id="apply-cancel")
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -380,6 +386,25 @@ class ApplyScreen(DoctorModal):
     @on(Button.Pressed, "#apply-cancel")
     def _cancel(self) -> None:
         self.dismiss(None)
+
+
+def rule_docs(rule_id: str, next_ids: list[str], lang: Lang) -> tuple[str, list[str]]:
+    """The node's own documentation and the titles of the nodes it leads to, from the loaded rule set
+    (cached by the engine); ids stand in for what the rule set does not hold."""
+    try:
+        from oomdoctor.rules.loader import load_rules
+
+        rules = load_rules()
+    except Exception:  # the proposal is still worth showing without its docs
+        return "", list(next_ids)
+
+    def text(local: object) -> str:
+        dump = getattr(local, "model_dump", None)  # the rule schema's LocalText model
+        return pick(dump() if dump is not None else local, lang)  # type: ignore[arg-type]
+
+    docs = text(rules.get(rule_id).docs) if rule_id in rules.by_id else ""
+    titles = [f"{text(rules.get(n).title)} ({n})" if n in rules.by_id else n for n in next_ids]
+    return docs, titles
 
 
 class ExplainScreen(DoctorModal):
@@ -428,8 +453,14 @@ class ExplainScreen(DoctorModal):
                 Text(t("explain_env", lang), style="bold"),
                 Text("".join(f"• {k}={v}\n" for k, v in p.env.items())),
             ]
-        if p.next:
-            parts += [Text(t("explain_next", lang), style="bold"), Text("".join(f"• {n}\n" for n in p.next))]
+        node_docs, next_titles = rule_docs(p.rule, p.next, lang)
+        if node_docs:
+            parts += [Text(t("explain_docs", lang), style="bold"), Text(node_docs + "\n")]
+        if next_titles:
+            parts += [
+                Text(t("explain_next", lang), style="bold"),
+                Text("".join(f"• {n}\n" for n in next_titles)),
+            ]
         if self.findings:
             parts += [
                 Text(t("explain_findings", lang), style="bold"),
@@ -440,6 +471,7 @@ class ExplainScreen(DoctorModal):
                 yield Static(Group(*parts))
             with Horizontal(classes="dialog-buttons"):
                 yield Button(t("key_close", lang), id="explain-close", variant="primary")
+        yield Footer(compact=True)
 
     @on(Button.Pressed, "#explain-close")
     def _close(self) -> None:
@@ -460,6 +492,7 @@ class ErrorScreen(DoctorModal):
             yield Static(self.message, id="error-message")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(t("error_ok", lang), id="error-ok", variant="error")
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         super().on_mount()

@@ -182,7 +182,9 @@ class TrialFeed:
 
     @property
     def failed(self) -> bool:
-        return self.done and (self.result is None or not self.result.ok)
+        """It ran and still did not get through (out of memory or another failure): worth diagnosing.
+        A stopped or timed-out trial did not fail; a trial that could not start has nothing to read."""
+        return self.done and self.result is not None and self.result.outcome in ("oom", "failed")
 
     @property
     def peak_mib(self) -> float | None:

@@ -10,7 +10,6 @@ from oomdoctor.i18n import Lang
 
 TEXTS: dict[str, dict[str, str]] = {
     # App and footer keys (``key_<binding id>``)
-    "app_title": {"en": "oomdoctor", "zh": "oomdoctor"},
     "key_quit": {"en": "Quit", "zh": "退出"},
     "key_quit_tip": {
         "en": "Leave oomdoctor (stops a trial it started)",
@@ -74,7 +73,6 @@ TEXTS: dict[str, dict[str, str]] = {
     "run_none": {"en": "(none)", "zh": "(无)"},
     "run_demo": {"en": "demo case", "zh": "演示案例"},
     "loading": {"en": "Reading the config, log and GPU…", "zh": "正在读取配置、日志和 GPU……"},
-    "diagnosing": {"en": "Walking the decision nodes…", "zh": "正在按决策节点诊断……"},
     # Picker
     "picker_title": {"en": "Runs in {folder}", "zh": "{folder} 中的运行"},
     "picker_scanning": {
@@ -92,8 +90,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "zh": "扫描在 {entries} 个条目后停止;更深层的运行请用 --config/--log 指定。",
     },
     "picker_col_when": {"en": "#", "zh": "#"},
-    "picker_col_config": {"en": "Config", "zh": "配置"},
-    "picker_col_log": {"en": "Log", "zh": "日志"},
+    "picker_col_run": {"en": "Config and log, newest first", "zh": "配置与日志(最新在前)"},
     "picker_demo_row": {
         "en": "(demo) the course config with an OOM log",
         "zh": "(演示)课程配置与一份显存溢出日志",
@@ -211,10 +208,6 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "No change to propose: nothing in the facts points at a memory to cut.",
         "zh": "没有可提的修改:现有事实没有指向需要削减的显存。",
     },
-    "proposal_waiting": {
-        "en": "Answer the questions above first, or skip them.",
-        "zh": "请先回答或跳过上面的问题。",
-    },
     "proposal_change": {"en": "What would change", "zh": "将要修改"},
     "proposal_why": {"en": "Why this memory", "zh": "为什么针对这部分显存"},
     "proposal_cost": {"en": "Cost", "zh": "代价"},
@@ -256,6 +249,7 @@ TEXTS: dict[str, dict[str, str]] = {
     "apply_empty": {"en": "Give a folder name", "zh": "请填写目录名"},
     # Explain dialog
     "explain_title": {"en": "About this change", "zh": "关于这项修改"},
+    "explain_docs": {"en": "In detail", "zh": "详细说明"},
     "explain_next": {"en": "Next checks", "zh": "后续检查"},
     "explain_files": {"en": "Files written beside the config", "zh": "与配置一起写入的文件"},
     "explain_env": {"en": "Environment for the run", "zh": "运行所需环境变量"},
@@ -300,12 +294,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "zh": "仍然失败:按 b 诊断这次试跑并回到修改建议。",
     },
     "trial_passed_hint": {
-        "en": "It passed: the command above is ready for the full run.",
-        "zh": "通过:上面的命令可用于完整训练。",
+        "en": "It passed: c copies the command for the full run; Esc goes back.",
+        "zh": "通过:按 c 复制完整训练的命令;Esc 返回。",
     },
-    "trial_compare": {"en": "Comparison", "zh": "对比"},
     "value_na": {"en": "n/a", "zh": "无"},
-    "notify_lang": {"en": "Language: English", "zh": "语言:中文"},
 }
 
 

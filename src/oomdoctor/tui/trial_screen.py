@@ -50,7 +50,7 @@ class TrialScreen(DoctorScreen):
         yield Static(id="trial-result")
         with ScrollableContainer(id="trial-compare"):
             yield Static(id="trial-compare-table")
-        yield RichLog(id="trial-log", max_lines=2000, wrap=False, markup=False)
+        yield RichLog(id="trial-log", max_lines=2000, wrap=True, markup=False)
         yield Footer(compact=True)
 
     async def on_mount(self) -> None:
@@ -122,8 +122,14 @@ class TrialScreen(DoctorScreen):
         live = self.query_one("#trial-live", Vertical)
         if feed.done:
             line = trial_outcome_line(feed, lang)
-            hint = t("trial_still_failing", lang) if feed.failed else t("trial_passed_hint", lang)
-            result.update(Text(f"{line}\n{hint}", style="bold red" if feed.failed else "bold green"))
+            passed = feed.result is not None and feed.result.ok
+            if feed.failed:
+                hint = "\n" + t("trial_still_failing", lang)
+            elif passed:
+                hint = "\n" + t("trial_passed_hint", lang)
+            else:
+                hint = ""
+            result.update(Text(f"{line}{hint}", style="bold green" if passed else "bold red"))
             result.display = True
             live.display = False
             # The core's own table (the course's columns, deltas, what changed, comparability warnings).

@@ -65,7 +65,7 @@ class OomBanner(Static):
             self.set_class(False, "-oom")
             return
         self.set_class(session.diagnosis.oom, "-oom")
-        self.update(oom_summary(session.diagnosis, session.facts, lang))
+        self.update(oom_summary(session.diagnosis, session.facts, lang, short=True))
 
 
 def findings_renderable(findings: Iterable[Finding], lang: Lang) -> RenderableType:

@@ -1,0 +1,141 @@
+"""Snapshots of every screen in both languages at 80x24 and 120x40, each reached by Pilot key presses.
+
+Stable by construction: a scripted GPU, a fixed clock, a scripted trial, hand-built diagnoses, and paths
+shown relative to the folder the app was started in. Update with ``pytest tests/snapshots --snapshot-update``
+after checking the new pictures (``snapshot_report.html``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input
+
+from functional.tui_helpers import (
+    ScriptedTrial,
+    fixed_clock,
+    make_diagnosis,
+    make_facts,
+    show_diagnosis,
+)
+from oomdoctor.tui.factory import build_app
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
+LANGS = ["en", "zh"]
+
+
+def _app(user_dir: Path, gpu_source: Any, lang: str, **kwargs: Any) -> Any:
+    return build_app(lang=lang, gpu_source=gpu_source, trial_launcher=kwargs.pop("trial_launcher", ScriptedTrial()),
+                     clock=fixed_clock, cwd=user_dir, scan_at_start=False, **kwargs)  # fmt: skip
+
+
+def _drive(
+    user_dir: Path,
+    gpu_source: Any,
+    keys: Iterable[str] = (),
+    *,
+    questions: bool = False,
+    diagnosis: bool = True,
+) -> Callable[[Any], Awaitable[None]]:
+    """Open the test run with a hand-built diagnosis, then press ``keys`` one by one, letting each
+    key's worker finish before the next (a trial, a patch)."""
+
+    async def run_before(pilot: Any) -> None:
+        app = pilot.app
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if diagnosis:
+            config = user_dir / "configs/qwen3_lora.yaml"
+            facts = make_facts(config, gpu_source, phase="unknown" if questions else "first_batch")
+            await show_diagnosis(
+                app, pilot, facts, make_diagnosis(questions=questions), config, user_dir / "qwen3_lora.log"
+            )
+        for key in keys:
+            await pilot.press(key)
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            await pilot.pause()
+        for field in app.screen.query(Input):
+            field.cursor_blink = False  # a blinking cursor would make the picture depend on timing
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_picker_with_nothing_found(
+    snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any
+) -> None:
+    empty = user_dir / "empty"
+    empty.mkdir()
+    app = _app(empty, gpu_source, lang)
+    assert snap_compare(app, terminal_size=size, run_before=_drive(empty, gpu_source, diagnosis=False))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_proposal(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    app = _app(user_dir, gpu_source, lang)
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_next_alternative(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    app = _app(user_dir, gpu_source, lang)
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["n"]))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_facts(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    app = _app(user_dir, gpu_source, lang)
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["f"]))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_question(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    app = _app(user_dir, gpu_source, lang)
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, questions=True))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_explain(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    app = _app(user_dir, gpu_source, lang)
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["e"]))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_apply_dialog(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    app = _app(user_dir, gpu_source, lang)
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["a"]))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_applied_with_command(
+    snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any
+) -> None:
+    app = _app(user_dir, gpu_source, lang)
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["a", "enter"]))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_trial_finished(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["a", "enter", "t"]))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_history(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
+    keys = ["a", "enter", "t", "escape", "h"]
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, keys))
