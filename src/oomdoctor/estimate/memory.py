@@ -225,7 +225,8 @@ def _layer_bytes_per_token(
     autocast casts back; full fine-tuning under AMP) holds its own copy, ``copy_bytes`` per input feature.
     Otherwise each distinct input tensor is kept once: by trainable linears (pure bf16 LoRA, full
     fine-tuning) and by bitsandbytes' quantised matmul, which keeps its input whenever that input needs a
-    gradient. Checked against autograd's saved tensors for HF Llama/Qwen3 + PEFT on CPU (within about 5 %).
+    gradient. Checked against autograd's saved tensors for HF Llama/Qwen3 + PEFT on CPU: within about 7 %
+    (benchmarks/bench_estimate.py --activations).
     """
     h, q, kv = s.hidden, s.q_dim, s.kv_dim
     dims = s.linear_dims()
