@@ -640,6 +640,27 @@ def test_effect_is_estimated_in_the_phase_that_ran_out(phase: str, estimate_phas
     assert effect.note is not None and effect.note["en"] and effect.note["zh"]
 
 
+def test_effect_says_when_another_phase_holds_the_peak() -> None:
+    from oomdoctor.estimate import estimate
+
+    config, data = course(), DataFacts(source="given", max_tokens=957)
+    est = estimate(config, QWEN3_06B, data=data, gpu_total_mib=V100_MIB)
+    assert est.phases["eval"] > est.phases["train"]  # the default eval batch of 8 is the larger peak
+    d = diagnose(
+        Facts(
+            config=config,
+            log=gpu_oom("first_batch"),
+            model=QWEN3_06B,
+            data=data,
+            estimate=est,
+            gpu_total_mib=V100_MIB,
+        )
+    )
+    effect = d.proposal.effect
+    assert effect.fits_after is None
+    assert "evaluation" in effect.note["en"] and "验证" in effect.note["zh"]
+
+
 def test_no_effect_without_a_model() -> None:
     d = diagnose(Facts(config=course(), log=gpu_oom("first_batch")))
     assert d.proposal.effect is None

@@ -317,10 +317,24 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
     except Exception as err:  # the estimate is a help, never a reason for the diagnosis to fail
         return EstimatedEffect(before_mib=before, note=both("effect_unavailable", error=str(err)[:200]))
     after_mib = after.phases.get(phase, after.peak_allocated_mib) if phase else after.peak_allocated_mib
-    note = None
-    if phase is not None:
-        note = {lang: msg("effect_phase", lang, phase=msg(f"estimate_phase_{phase}", lang)) for lang in LANGS}
-    return EstimatedEffect(before_mib=before, after_mib=after_mib, fits_after=after.fits, note=note)
+    if phase is None:
+        return EstimatedEffect(before_mib=before, after_mib=after_mib, fits_after=after.fits)
+    note = {lang: msg("effect_phase", lang, phase=msg(f"estimate_phase_{phase}", lang)) for lang in LANGS}
+    fits_after = after.fits
+    top = max(after.phases, key=lambda name: after.phases[name]) if after.phases else phase
+    if top != phase and after.phases[top] > after_mib:
+        # The run's fit is decided in another phase (say evaluation at the default batch of 8): this change
+        # alone does not settle it, so say where the peak now is instead of a fit verdict.
+        fits_after = None
+        for lang in LANGS:
+            other = msg(
+                "effect_other_peak",
+                lang,
+                phase=msg(f"estimate_phase_{top}", lang),
+                mib=_mib(after.phases[top]),
+            )
+            note[lang] = f"{note[lang]}; {other}"
+    return EstimatedEffect(before_mib=before, after_mib=after_mib, fits_after=fits_after, note=note)
 
 
 def build_proposal(loaded: LoadedNode, facts: Facts) -> tuple[Proposal | None, list[Finding]]:
