@@ -73,13 +73,14 @@ def _scan_file(p: Path, scanner: LogScanner, tail_bytes: int | None) -> tuple[in
         fh.seek(0)
         if tail_bytes is None:
             return _stream(fh, scanner, bom), False, bom or "utf-8"
-        if size <= tail_bytes + HEAD_BYTES:
+        head_bytes = min(HEAD_BYTES, max(4096, tail_bytes // 8))  # never more than a fraction of the budget
+        if size <= tail_bytes + head_bytes:
             data = fh.read()
             content, encoding = decode_block(data, bom)
             _require_text(content, p)
             scanner.feed_text(content)
             return len(data), False, encoding
-        head_data = fh.read(HEAD_BYTES)
+        head_data = fh.read(head_bytes)
         start = size - tail_bytes
         if bom and bom.startswith("utf-16"):
             start -= start % 2
