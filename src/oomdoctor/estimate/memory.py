@@ -408,10 +408,10 @@ def estimate(
     attention = _attention_impl(config, model, notes)
     full = method in ("full", "freeze")
     act_bytes = int(k["activation_bytes"]["fp32" if (full and precision == "fp32") else "half"])
-    if method == "lora":
-        copy_bytes = 0 if pure else (2 if amp else 4)  # AMP: autocast's 16-bit copy; fp32 adapters: PEFT's fp32 copy
-    else:
-        copy_bytes = 2 if amp else 0
+    # Per-linear input copies. LoRA under AMP: autocast's 16-bit copy; fp32 adapters without AMP: PEFT's fp32
+    # copy; pure bf16: none. Full fine-tuning under AMP: autocast's copy of each linear's input.
+    lora_copy_bytes = 0 if pure else (2 if amp else 4)
+    copy_bytes = lora_copy_bytes if method == "lora" else (2 if amp else 0)
     quantized_input_bytes = 0
     if quant_bit and method != "full":
         quantized_input_bytes = 1 if int(quant_bit) == 8 else act_bytes
@@ -443,10 +443,9 @@ def estimate(
         notes.add("est_note_liger")
     else:
         loss_b = float(k["logits_train_bytes"]) * tokens * s.vocab
-    if config.gradient_checkpointing:
-        activations_b = stored_b + max(0.0, layer_b - loss_b)  # one recomputed layer, when it beats the loss
-    else:
-        activations_b = stored_b
+    # With checkpointing one layer is recomputed in backward, after the loss buffers are gone: it only adds
+    # to the peak where it is bigger than the logits/loss term.
+    activations_b = stored_b + max(0.0, layer_b - loss_b) if config.gradient_checkpointing else stored_b
 
     misc_b = float(k["misc_allocated_mib"]) * MIB
     trainable_state_b = grads_b + optim_b + amp_copies_b

@@ -136,7 +136,7 @@ def _quiet() -> Iterator[None]:
     try:
         yield
     finally:
-        for lg, level in zip(loggers, levels):
+        for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
         if not bars_were_off:
             datasets.enable_progress_bars()
