@@ -312,7 +312,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "r_effect_not_fits": {"en": "still over the card", "zh": "仍超出显卡容量"},
     "r_alternatives": {"en": "If that is not for you", "zh": "其他可选"},
     "r_questions": {"en": "Questions the files cannot answer", "zh": "文件无法回答的问题"},
-    "r_answer_hint": {"en": "answer with --answer {key}=<{allowed}>", "zh": "用 --answer {key}=<{allowed}> 回答"},
+    "r_answer_hint": {"en": "answer with --answer {question}=<{allowed}>", "zh": "用 --answer {question}=<{allowed}> 回答"},
     "r_no_proposal": {
         "en": "No change to propose yet: answer the questions above.",
         "zh": "暂时无法给出修改:请先回答上面的问题。",
@@ -593,4 +593,5 @@ MESSAGES: dict[str, dict[str, str]] = {
     "len_truncated": {"en": "cutoff_len {cutoff}: {truncated} samples would be cut", "zh": "cutoff_len {cutoff}:{truncated} 条样本会被截断"},
     "len_padded": {"en": "the worst batch is padded to {padded} tokens, not to cutoff_len: lowering cutoff_len above {max} saves nothing", "zh": "最坏批次按 {padded} token 填充,而不是 cutoff_len:把 cutoff_len 降到 {max} 以上不会省显存"},
     "len_next": {"en": "next: oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}", "zh": "下一步:oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}"},
+    "est_note_ppo": {"en": "PPO also holds a reward/value model and generation buffers: not counted here", "zh": "PPO 还会占用奖励/价值模型与生成缓存:此处未计入"},
 }

@@ -143,3 +143,17 @@ def test_readable_report(
     assert "--rule long_sample.measure_lengths" not in text  # manual advice has no patch command
     if lang == "zh":
         assert "第 30 步" in text and "训练" in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_report_lists_questions_with_answer_hints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lang: str
+) -> None:
+    config = tmp_path / "train.yaml"
+    shutil.copy(CONFIGS_DIR / "course.yaml", config)
+    code = main(["--lang", lang, "diagnose", "--config", str(config)])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "--answer phase=<load|first_batch|long_sample|eval|save|optimizer_step>" in text
+    assert "--answer weights_loaded=<yes|no>" in text
+    assert ("训练在哪一步停下" if lang == "zh" else "At which point did it stop?") in text

@@ -706,3 +706,17 @@ def test_engine_import_pulls_no_heavy_module() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert not loaded & {"textual", "torch", "transformers", "datasets", "llamafactory"}
+
+
+def test_every_dynamic_message_exists_in_both_languages() -> None:
+    from oomdoctor.facts.types import CAUSES, PHASES
+    from oomdoctor.i18n import MESSAGES
+    from oomdoctor.rules.engine import ESTIMATE_PHASE
+    from oomdoctor.rules.questions import BUILTIN_QUESTIONS
+
+    keys = [f"phase_{p}" for p in PHASES] + [f"cause_{c}" for c in CAUSES]
+    keys += [f"estimate_phase_{p}" for p in set(ESTIMATE_PHASE.values())]
+    for question, values in BUILTIN_QUESTIONS.items():
+        keys += [f"q_{question}"] + [f"q_{question}_{v}" for v in values]
+    for key in keys:
+        assert MESSAGES[key]["en"] and MESSAGES[key]["zh"], key

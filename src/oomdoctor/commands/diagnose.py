@@ -183,7 +183,7 @@ def report(
             out.append(f"  ? {pick(q.text, lang)}")
             for a in q.answers:
                 out.append(f"      {a.value}: {pick(a.label, lang)}")
-            out.append(f"    {msg('r_answer_hint', lang, key=q.key, allowed='|'.join(q.allowed))}")
+            out.append(f"    {msg('r_answer_hint', lang, question=q.key, allowed='|'.join(q.allowed))}")
     if d.proposal is not None:
         heading = "r_manual" if d.proposal.manual else "r_proposal"
         out += ["", msg(heading, lang)]
