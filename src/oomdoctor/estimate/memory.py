@@ -316,6 +316,8 @@ def estimate(
     tokens = sequences * padded_len
     if seqs_per_sample > 1:
         notes.add("est_note_pairs", stage=stage)
+    if stage == "ppo":
+        notes.add("est_note_ppo")
 
     eval_batch = int(config.per_device_eval_batch_size)
     eval_len = padded_len
