@@ -26,7 +26,8 @@ DERIVED_FACTS: dict[str, str] = {
     "answers.memory_kind, else the log reader's ran_out_of, else from the log's OOM kind",
     "card_bf16": "the training card computes in bf16: answers.card_bf16, else NVML's compute capability",
     "card_name": "the card's name from NVML (None when unknown)",
-    "world_size": "GPUs taking part: the log's world size, else the config's",
+    "world_size": "GPUs taking part: the log's world size, else at least the highest rank in the log + 1, "
+    "else the config's",
     "micro_batch": "per-device train batch: the config's, else the log's 'Instantaneous batch size'",
     "accumulation": "gradient accumulation steps: the config's, else the log's",
     "effective_batch": "micro_batch x accumulation x world_size",
@@ -176,6 +177,17 @@ def _other_processes(facts: Facts) -> tuple[float | None, list[int], int | None]
     return None, [], None
 
 
+def _world_size(facts: Facts) -> int | None:
+    """GPUs taking part: the log's banner, else at least one more than the highest rank the log shows
+    (``[rank2]:`` means three or more processes), else the config's."""
+    log, config = facts.log, facts.config
+    if log is not None and log.world_size:
+        return log.world_size
+    if log is not None and log.rank:
+        return max(log.rank + 1, config.world_size if config else 1)
+    return config.world_size if config else None
+
+
 def _model_size_mib(facts: Facts) -> float | None:
     if facts.estimate is not None and facts.estimate.terms.get("weights"):
         return float(facts.estimate.terms["weights"])
@@ -234,7 +246,7 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
         weights_loaded = True
     oom = log is None or log_failed(facts) or "phase" in facts.answers
 
-    world_size = (log.world_size if log is not None else None) or (config.world_size if config else None)
+    world_size = _world_size(facts)
     micro_batch = (
         config.per_device_train_batch_size if config else (log.instantaneous_batch_size if log else None)
     )
