@@ -2,7 +2,10 @@
 
 Peak allocated = weights + trainable state + stored activations + max(logits/loss, one recomputed layer)
 + small allocations. What nvidia-smi shows is that, inflated by PyTorch's caching allocator, plus the CUDA
-context. The numbers come from ``memory_model.yaml``; this module only applies them to the config and the
+context. ``weights`` holds every parameter as stored (fp32 LoRA adapters included); ``trainable_state`` is
+gradients + optimizer state (+ autocast's 16-bit weight copies under AMP full fine-tuning), so LoRA's
+16 bytes per adapter parameter are 4 in weights and 12 in trainable_state. The numbers come from
+``memory_model.yaml``; this module only applies them to the config and the
 model's shape. It must stay fast (no torch, well under 50 ms) because the TUI and the search for a fitting
 micro-batch call it many times.
 """
