@@ -22,8 +22,9 @@ DERIVED_FACTS: dict[str, str] = {
     "loaded, else unknown",
     "phase_source": "answer / log / weights_loaded / none",
     "weights_loaded": "the weights finished loading: answers.weights_loaded, else the log (None: unknown)",
-    "memory_kind": "gpu (the compute device's allocator) or host (system RAM: Killed, mmap, MemoryError): "
-    "answers.memory_kind, else the log reader's ran_out_of, else from the log's OOM kind",
+    "memory_kind": "gpu (the memory the training step computes in: the GPU's, or PyTorch's CPU allocator "
+    "inside a step of a CPU-only run) or host (system RAM: Killed, mmap, MemoryError): answers.memory_kind, "
+    "else the log",
     "card_bf16": "the training card computes in bf16: answers.card_bf16, else NVML's compute capability",
     "card_name": "the card's name from NVML (None when unknown)",
     "world_size": "GPUs taking part: the log's world size, else at least the highest rank in the log + 1, "
@@ -51,8 +52,7 @@ DERIVED_FACTS: dict[str, str] = {
     "reserve_would_fit": "free + reserved-but-unallocated >= the request: the memory was there, in pieces",
 }
 
-# How the log's OOM kind maps to the memory that ran out. "cpu_alloc" is the compute allocator of a run on
-# CPU (it plays the GPU's part), except while loading, when weights sit in host RAM.
+# How the log's OOM kind maps to the memory that ran out, when the log reader does not say (ran_out_of).
 MEMORY_KIND_BY_OOM_KIND: dict[str, str] = {
     "cuda_oom": "gpu",
     "cuda_error": "gpu",
@@ -64,7 +64,11 @@ MEMORY_KIND_BY_OOM_KIND: dict[str, str] = {
     "mmap": "host",
     "python_memory": "host",
 }
-HOST_WHILE_LOADING: frozenset[str] = frozenset({"cpu_alloc"})
+# PyTorch's CPU tensor allocator failing inside a forward or backward pass means the step computes on the
+# CPU (a GPU run keeps those tensors on the GPU): on such a run it is the memory a smaller batch relieves,
+# so the training nodes treat it as the device's memory ("gpu"), whatever else the log reader reports.
+COMPUTE_ALLOCATOR_KINDS: frozenset[str] = frozenset({"cpu_alloc"})
+COMPUTE_PHASES: frozenset[str] = frozenset({"first_batch", "long_sample", "eval"})
 
 # A container may show the failing process as "Process N has X in use" (its host pid). Its own use is
 # PyTorch's reserved memory plus the CUDA context, which is at most this much (older CUDA: about 1.3 GiB).
@@ -105,12 +109,14 @@ def _memory_kind(facts: Facts, phase: str) -> str | None:
     if answered:
         return answered
     log = facts.log
+    kind = log.oom_kind if log is not None else None
+    if kind in COMPUTE_ALLOCATOR_KINDS and phase in COMPUTE_PHASES:
+        return "gpu"
     if log is not None and log.ran_out_of in ("gpu", "host"):
         return log.ran_out_of
-    kind = log.oom_kind if log is not None else None
     if kind is None:
         return None
-    if kind in HOST_WHILE_LOADING and phase == "load":
+    if kind in COMPUTE_ALLOCATOR_KINDS and phase == "load":
         return "host"
     return MEMORY_KIND_BY_OOM_KIND.get(kind)
 
