@@ -14,10 +14,16 @@ from dataclasses import dataclass, field, replace
 
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
-from oomdoctor.facts.log_text import split_prefix
+from oomdoctor.facts.log_text import split_prefix, strip_ansi
 
 # tqdm: "{desc}: 17%|█▏   | 1000/6060 [6:44:48<34:21:44, 24.45s/it]" (desc optional; bar may be ASCII)
 _BAR = re.compile(r"(?P<desc>[^|\r\n]*?)\s*(?P<pct>\d{1,3})%\|[^|\n]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*(?:\[[^\]\n]*\])?")
+# Training progress: two or more segments in a row that are bare bars (no description, no prefix) or training
+# loss dicts, each on its own "\r"/"\n" segment, blank segments between them. This is most of a long log.
+_EOL = r"[ \t]*(?:\r\n|[\r\n])(?:[ \t]*(?:\r\n|[\r\n]))*"
+_ONE_BAR = r"[ \t]*\d{1,3}%\|[^|\r\n]*\|[ \t]*\d+/\d+[ \t]*\[[^\]\r\n]*\]"
+_ONE_LOSS = r"\{'loss': [^\r\n{}]*\}"
+_PROGRESS_RUN = re.compile(rf"(?<![^\r\n])(?:(?:{_ONE_BAR}|{_ONE_LOSS}){_EOL}){{2,}}")
 # "{'loss': '8.283', 'grad_norm': ...}" (transformers 5 prints strings, older prints numbers)
 _DICT_VALUE = re.compile(
     r"'(loss|eval_loss|train_runtime|train_loss|epoch)':\s*'?(-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))'?"
@@ -147,18 +153,40 @@ class LogScanner:
 
     # ------------------------------------------------------------------ feeding
     def feed_text(self, text: str) -> None:
-        from oomdoctor.facts.log_text import split_lines
-
-        self.feed_lines(split_lines(text))
+        """Feed a block of lines. A run of bare progress bars and training loss dicts (most of a big log) is
+        read as its first bar, its last bar and its last loss dict, plus the count of dicts: the lines in
+        between change nothing that those do not. ``feed_lines(split_lines(text))`` gives the same facts."""
+        text = strip_ansi(text)
+        pos = 0
+        for run in _PROGRESS_RUN.finditer(text):
+            body = run.group(0)
+            first = _BAR.search(body)
+            last_bar_at = body.rfind("%|")
+            segment_start = max(body.rfind("\r", 0, last_bar_at), body.rfind("\n", 0, last_bar_at)) + 1
+            last = _BAR.search(body, segment_start)
+            if first is None or last is None or first.group("total") != last.group("total"):
+                continue  # mixed bars (train and eval): leave them to the line-by-line path
+            self.feed_lines(text[pos : run.start()].splitlines())
+            kept = [(first.start(), first.group(0)), (last.start(), last.group(0))]
+            dicts = body.count("{'loss': ")
+            if dicts:
+                at = body.rfind("{'loss': ")
+                kept.append((at, body[at : body.index("}", at) + 1]))
+            self.feed_lines([line for _, line in sorted(dict(kept).items())])
+            self.run.snap.loss_dicts += max(0, dicts - 1)
+            pos = run.end()
+        self.feed_lines(text[pos:].splitlines())
 
     def feed_lines(self, lines: list[str]) -> None:
         for line in lines:
             self.line_no += 1
-            if line:
+            if not line:
+                self._blank("")
+            elif line[0] == "[" or ": " in line[:64]:
                 p = split_prefix(line)
                 self._segment(p.key, p.rank, p.host, p.text)
             else:
-                self._blank("")
+                self._segment("", None, None, line)
 
     def gap(self) -> None:
         """Lines were skipped here (head and tail of a big log): nothing carries across the gap."""
