@@ -55,7 +55,9 @@ CHANGE_OPS: dict[str, tuple[dict[str, Any], str]] = {
 
 # A folded YAML line break becomes a space; Chinese puts none between characters, nor after punctuation.
 _CJK = r"\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f"
-_FOLDED_SPACE = re.compile(rf"(?<=[{_CJK}])\s+(?=[{_CJK}])|(?<=[,.;:!?)])\s+(?=[{_CJK}])")
+_FOLDED_SPACE = re.compile(
+    rf"(?<=[{_CJK}])\s+(?=[{_CJK}])|(?<=[,.;:!?)])\s+(?=[{_CJK}])|(?<=[;,])\s+(?=\d\))"
+)
 
 
 class _Strict(BaseModel):
