@@ -188,3 +188,31 @@ def test_sampler_thread_is_a_daemon_and_named() -> None:
     sampler = Sampler(FakeGpuSource.unavailable())
     assert sampler._thread.daemon
     assert isinstance(sampler._thread, threading.Thread) and sampler._thread.name == "oomdoctor-sampler"
+
+
+LATE_TREE = """
+import subprocess, sys, time
+time.sleep(0.3)
+grandchild = "import time; time.sleep(30)"
+subprocess.Popen([sys.executable, "-c", f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {grandchild!r}]); time.sleep(30)"])
+time.sleep(30)
+"""
+
+
+def test_tree_learns_descendants_that_appear_later() -> None:
+    from oomdoctor.trial.sampler import ProcessTreeRss
+
+    launcher = subprocess.Popen([sys.executable, "-c", LATE_TREE])
+    tree = ProcessTreeRss(launcher.pid)
+    try:
+        assert [p.pid for p in tree.alive()] == [launcher.pid]
+        deadline = time.monotonic() + 10
+        while len(tree.alive()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        alive = tree.alive()
+        assert len(alive) == 3  # launcher, its child and the grandchild started after the first look
+        assert tree.reading().memory_used_mib > 0
+    finally:
+        for proc in tree.alive():
+            proc.kill()
+        launcher.wait()

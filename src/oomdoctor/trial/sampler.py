@@ -69,18 +69,31 @@ class ProcessTreeRss:
         self._known: dict[int, Any] = {}
         with contextlib.suppress(psutil.Error):
             self._known[pid] = psutil.Process(pid)
+        self._seen_pids: set[int] = set()  # the first look reads every process's parent
         self._cpu_count = psutil.cpu_count() or 1
         self.host_total_mib = psutil.virtual_memory().total / MIB
 
     def _refresh(self) -> None:
+        """Learn new descendants. Only processes that appeared since the last look can have joined the tree
+        (a parent link never moves into it), so only their parents are read: one cheap pid listing a tick
+        instead of a pass over every process's /proc entry."""
         psutil = self._psutil
-        for proc in list(self._known.values()):
-            try:
-                children = proc.children(recursive=True)
-            except psutil.Error:
-                continue
-            for child in children:
-                self._known.setdefault(child.pid, child)
+        pids = set(psutil.pids())
+        new = pids - self._seen_pids
+        self._seen_pids = pids
+        parents: dict[int, int] = {}
+        for pid in new:
+            with contextlib.suppress(psutil.Error):
+                parents[pid] = psutil.Process(pid).ppid()
+        joined = True
+        while joined:  # a new child of a new child joins on a later round
+            joined = False
+            for pid, ppid in list(parents.items()):
+                if ppid in self._known and pid not in self._known:
+                    with contextlib.suppress(psutil.Error):
+                        self._known[pid] = psutil.Process(pid)
+                        joined = True
+                    parents.pop(pid)
 
     def alive(self) -> list[Any]:
         """Processes of the tree still running (pid reuse is caught by psutil's create-time check)."""
