@@ -87,7 +87,9 @@ def main() -> None:
     python = sys.executable
     bare = timed(lambda: subprocess.run([python, "-c", "pass"], check=True), 5)
     start = timed(lambda: subprocess.run([python, "-c", "import oomdoctor.facts.log"], check=True), 5)
-    print(f"start-up: python -c 'import oomdoctor.facts.log' {start * 1000:.0f} ms (bare interpreter {bare * 1000:.0f} ms)")
+    print(
+        f"start-up: python -c 'import oomdoctor.facts.log' {start * 1000:.0f} ms (bare interpreter {bare * 1000:.0f} ms)"
+    )
 
     from oomdoctor.facts.log import read_log
     from oomdoctor.facts.log_tables import tables
@@ -95,9 +97,13 @@ def main() -> None:
     demo = Path(__file__).resolve().parents[1] / "configs" / "demo" / "train.log"
     t0 = time.perf_counter()
     tables()
-    print(f"tables: log_markers.yaml loaded and compiled in {(time.perf_counter() - t0) * 1000:.1f} ms (once per process)")
+    print(
+        f"tables: log_markers.yaml loaded and compiled in {(time.perf_counter() - t0) * 1000:.1f} ms (once per process)"
+    )
     small = timed(lambda: read_log(demo), 20)
-    print(f"small log: read_log(configs/demo/train.log, {demo.stat().st_size / 1024:.0f} KiB) {small * 1000:.1f} ms")
+    print(
+        f"small log: read_log(configs/demo/train.log, {demo.stat().st_size / 1024:.0f} KiB) {small * 1000:.1f} ms"
+    )
 
     folder = Path(tempfile.mkdtemp(prefix="oomdoctor-bench-"))
     try:
@@ -105,7 +111,9 @@ def main() -> None:
         t0 = time.perf_counter()
         last_step = write_big_log(big, int(args.gb * 1024**3))
         size = big.stat().st_size
-        print(f"generated {size / 1024**3:.2f} GiB log ({last_step:,} steps) in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"generated {size / 1024**3:.2f} GiB log ({last_step:,} steps) in {time.perf_counter() - t0:.1f} s"
+        )
 
         facts = None
 
@@ -120,7 +128,10 @@ def main() -> None:
             f"step={facts.step} truncated_read={facts.truncated_read} bytes_read={facts.bytes_read / 1024**2:.0f} MiB"
         )
         grep_s = timed(
-            lambda: subprocess.run(["grep", "-c", "out of memory", str(big)], capture_output=True, check=False), 3
+            lambda: subprocess.run(
+                ["grep", "-c", "out of memory", str(big)], capture_output=True, check=False
+            ),
+            3,
         )
         print(f"grep -c 'out of memory' (whole file): {grep_s:.2f} s = {size / 1024**2 / grep_s:.0f} MiB/s")
         if not args.no_full_scan:

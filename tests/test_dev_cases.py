@@ -30,8 +30,19 @@ CASES = SHARED / "cases" / "oom_cases_dev.yaml"
 LABEL_TO_PHASE = {"mid_train_long_sample": "long_sample"}
 REQUIRED_SCORE = 0.80
 # Anything a log of a failing run would contain; an excerpt with none of these is not log text.
-_LOG_TOKENS = ("out of memory", "OutOfMemoryError", "MemoryError", "Killed", "Traceback", 'File "', ", in ",
-               "sigkill", "exitcode", "Error", "%|")
+_LOG_TOKENS = (
+    "out of memory",
+    "OutOfMemoryError",
+    "MemoryError",
+    "Killed",
+    "Traceback",
+    'File "',
+    ", in ",
+    "sigkill",
+    "exitcode",
+    "Error",
+    "%|",
+)
 
 
 def has_log_text(excerpt: str) -> bool:

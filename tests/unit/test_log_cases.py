@@ -12,7 +12,9 @@ from oomdoctor.facts.log import read_log
 from oomdoctor.facts.types import LogFacts
 
 CASES_DIR = Path(__file__).resolve().parents[1] / "cases" / "logs"
-EXPECTED: dict[str, dict[str, Any]] = yaml.safe_load((CASES_DIR / "expected.yaml").read_text(encoding="utf-8"))
+EXPECTED: dict[str, dict[str, Any]] = yaml.safe_load(
+    (CASES_DIR / "expected.yaml").read_text(encoding="utf-8")
+)
 
 
 def test_every_case_log_has_an_expectation_and_back() -> None:
@@ -23,9 +25,27 @@ def test_every_case_log_has_an_expectation_and_back() -> None:
 def test_the_cases_cover_every_oom_kind_and_phase() -> None:
     kinds = {e.get("oom_kind") for e in EXPECTED.values()}
     phases = {e.get("phase") for e in EXPECTED.values()}
-    assert {"cuda_oom", "cuda_error", "cpu_alloc", "python_memory", "mmap", "killed", "no_executable_batch",
-            "deepspeed", "bnb"} <= kinds
-    assert {"load", "first_batch", "long_sample", "eval", "save", "optimizer_step", "unknown", "none"} <= phases
+    assert {
+        "cuda_oom",
+        "cuda_error",
+        "cpu_alloc",
+        "python_memory",
+        "mmap",
+        "killed",
+        "no_executable_batch",
+        "deepspeed",
+        "bnb",
+    } <= kinds
+    assert {
+        "load",
+        "first_batch",
+        "long_sample",
+        "eval",
+        "save",
+        "optimizer_step",
+        "unknown",
+        "none",
+    } <= phases
 
 
 def _actual(facts: LogFacts, key: str) -> Any:
@@ -41,10 +61,7 @@ def test_case_log(name: str) -> None:
     wrong = {}
     for key, want in expected.items():
         got = _actual(facts, key)
-        if isinstance(want, float) and isinstance(got, float):
-            ok = abs(got - want) < 0.02
-        else:
-            ok = got == want
+        ok = abs(got - want) < 0.02 if isinstance(want, float) and isinstance(got, float) else got == want
         if not ok:
             wrong[key] = (want, got)
     assert not wrong, f"{name}: (expected, got) {wrong}; evidence: {facts.phase_evidence}"

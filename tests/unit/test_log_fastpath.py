@@ -20,7 +20,10 @@ def both_ways(text: str) -> tuple[dict, dict]:
     fast, slow = LogScanner(), LogScanner()
     fast.feed_text(text)
     slow.feed_lines(split_lines(text))
-    return (to_jsonable(_facts_from(fast, path=None, bytes_read=0)), to_jsonable(_facts_from(slow, path=None, bytes_read=0)))
+    return (
+        to_jsonable(_facts_from(fast, path=None, bytes_read=0)),
+        to_jsonable(_facts_from(slow, path=None, bytes_read=0)),
+    )
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
@@ -41,8 +44,13 @@ def test_same_facts_on_interleaved_train_and_eval_bars() -> None:
     )
     text = (
         "[INFO|trainer.py:1469] >> ***** Running training *****\n"
-        + bars + "\n***** Running Evaluation *****\n" + evals + "\n"
-        + "{'eval_loss': '1.0', 'epoch': '0.5'}\n" + loss + "\n"
+        + bars
+        + "\n***** Running Evaluation *****\n"
+        + evals
+        + "\n"
+        + "{'eval_loss': '1.0', 'epoch': '0.5'}\n"
+        + loss
+        + "\n"
         + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n"
     )
     fast, slow = both_ways(text)

@@ -92,7 +92,10 @@ def test_oldest_format_with_cached() -> None:
 
 
 def test_two_messages_on_one_line_read_the_first() -> None:
-    line = NEW + " See documentation ftorch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 50.00 MiB."
+    line = (
+        NEW
+        + " See documentation ftorch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 50.00 MiB."
+    )
     first = first_message(line)
     assert first.startswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.64 GiB")
     assert "50.00 MiB" not in first and "fragmentation. See documentation" in first
@@ -102,10 +105,18 @@ def test_two_messages_on_one_line_read_the_first() -> None:
 @pytest.mark.parametrize(
     ("line", "mib"),
     [
-        ("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes. Error code 12", 1024.0),
-        ("RuntimeError: unable to mmap 1451386728 bytes from file </m/model.safetensors>: Cannot allocate memory (12)",
-         1384.15),
-        ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 1.50 GiB for an array with shape (3, 4)", 1536.0),
+        (
+            "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes. Error code 12",
+            1024.0,
+        ),
+        (
+            "RuntimeError: unable to mmap 1451386728 bytes from file </m/model.safetensors>: Cannot allocate memory (12)",
+            1384.15,
+        ),
+        (
+            "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 1.50 GiB for an array with shape (3, 4)",
+            1536.0,
+        ),
     ],
 )
 def test_host_requests(line: str, mib: float) -> None:

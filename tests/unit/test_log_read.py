@@ -41,7 +41,9 @@ def big_log(path: Path, steps: int) -> Path:
         for n in range(1, steps + 1):
             fh.write(f"\r {n * 100 // 5000:2d}%|█         | {n}/5000 [00:10<00:50,  6.02s/it]")
             if n % 5 == 0:
-                fh.write(f"\r{' ' * 40}\r{{'loss': '{1 + 1 / n:.4f}', 'learning_rate': '5e-05', 'epoch': '{n / 5000:.3f}'}}\n")
+                fh.write(
+                    f"\r{' ' * 40}\r{{'loss': '{1 + 1 / n:.4f}', 'learning_rate': '5e-05', 'epoch': '{n / 5000:.3f}'}}\n"
+                )
         fh.write("\n".join(TRACEBACK) + "\n")
     return path
 
@@ -84,16 +86,31 @@ def test_big_log_reads_head_and_tail_only(tmp_path: Path) -> None:
     assert tail.truncated_read and tail.bytes_read < size
     for f in (whole, tail):
         assert (f.oom, f.phase, f.good_steps, f.step) == (True, "long_sample", 3000, 3001)
-        assert (f.instantaneous_batch_size, f.total_steps, f.world_size) == (4, 5000, 1)  # banner from the head
+        assert (f.instantaneous_batch_size, f.total_steps, f.world_size) == (
+            4,
+            5000,
+            1,
+        )  # banner from the head
 
 
 def test_streamed_full_scan_matches_the_whole_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     p = big_log(tmp_path / "train.log", steps=400)
     whole = read_log(p)
-    monkeypatch.setattr(log_module, "STREAM_CHUNK_BYTES", 1000)  # many chunk borders, mid-line and mid-character
+    monkeypatch.setattr(
+        log_module, "STREAM_CHUNK_BYTES", 1000
+    )  # many chunk borders, mid-line and mid-character
     streamed = read_log(p, tail_bytes=None)
     assert streamed.bytes_read == p.stat().st_size and not streamed.truncated_read
-    for field in ("oom", "phase", "step", "good_steps", "requested_mib", "frames", "last_loss", "total_steps"):
+    for field in (
+        "oom",
+        "phase",
+        "step",
+        "good_steps",
+        "requested_mib",
+        "frames",
+        "last_loss",
+        "total_steps",
+    ):
         assert getattr(streamed, field) == getattr(whole, field), field
 
 
@@ -116,16 +133,46 @@ def test_gbk_tail(tmp_path: Path) -> None:
 
 def test_trainer_log_file_and_output_dir(tmp_path: Path) -> None:
     records = [
-        {"current_steps": 5, "total_steps": 50, "loss": 2.5, "lr": 5e-05, "epoch": 0.1, "vram_allocated": 7.9, "vram_reserved": 26.1},
-        {"current_steps": 10, "total_steps": 50, "loss": 1.2, "lr": 4.9e-05, "epoch": 0.2, "vram_allocated": 8.1, "vram_reserved": 27.9},
-        {"current_steps": 10, "total_steps": 50, "eval_loss": 1.4, "epoch": 0.2, "vram_allocated": 9.4, "vram_reserved": 28.0},
+        {
+            "current_steps": 5,
+            "total_steps": 50,
+            "loss": 2.5,
+            "lr": 5e-05,
+            "epoch": 0.1,
+            "vram_allocated": 7.9,
+            "vram_reserved": 26.1,
+        },
+        {
+            "current_steps": 10,
+            "total_steps": 50,
+            "loss": 1.2,
+            "lr": 4.9e-05,
+            "epoch": 0.2,
+            "vram_allocated": 8.1,
+            "vram_reserved": 27.9,
+        },
+        {
+            "current_steps": 10,
+            "total_steps": 50,
+            "eval_loss": 1.4,
+            "epoch": 0.2,
+            "vram_allocated": 9.4,
+            "vram_reserved": 28.0,
+        },
     ]
     out = tmp_path / "saves"
     out.mkdir()
     jsonl = out / "trainer_log.jsonl"
     jsonl.write_text("\n".join(json.dumps(r) for r in records) + "\n{broken\n", encoding="utf-8")
     f = read_log(jsonl)
-    assert (f.oom, f.phase, f.good_steps, f.total_steps, f.last_loss, f.eval_loss) == (False, "none", 10, 50, 1.2, 1.4)
+    assert (f.oom, f.phase, f.good_steps, f.total_steps, f.last_loss, f.eval_loss) == (
+        False,
+        "none",
+        10,
+        50,
+        1.2,
+        1.4,
+    )
     assert (f.vram_allocated_gib, f.vram_reserved_gib) == (9.4, 28.0)
     # as text too (a pasted trainer_log.jsonl)
     assert parse_log_text(jsonl.read_text(encoding="utf-8")).good_steps == 10

@@ -6,15 +6,28 @@ import codecs
 
 import pytest
 
-from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary, split_lines, split_prefix, strip_ansi
+from oomdoctor.facts.log_text import (
+    bom_encoding,
+    decode_block,
+    looks_binary,
+    split_lines,
+    split_prefix,
+    strip_ansi,
+)
 
 
 @pytest.mark.parametrize(
     ("line", "key", "rank", "host", "text"),
     [
-        ("[rank3]:   File \"x.py\", line 1, in f", "rank3", 3, None, "  File \"x.py\", line 1, in f"),
+        ('[rank3]:   File "x.py", line 1, in f', "rank3", 3, None, '  File "x.py", line 1, in f'),
         ("[rank0]:[W1103 10:00:00] warning", "rank0", 0, None, "[W1103 10:00:00] warning"),
-        ("[default1]:[rank1]: torch.OutOfMemoryError: CUDA", "rank1", 1, None, "torch.OutOfMemoryError: CUDA"),
+        (
+            "[default1]:[rank1]: torch.OutOfMemoryError: CUDA",
+            "rank1",
+            1,
+            None,
+            "torch.OutOfMemoryError: CUDA",
+        ),
         ("gpu-q-13: ret = input.softmax(dim)", "host:gpu-q-13", None, "gpu-q-13", "ret = input.softmax(dim)"),
         ("gpu-q-13:     ret = x", "host:gpu-q-13", None, "gpu-q-13", "    ret = x"),
         ("worker-2: [rank5]: boom", "worker-2/rank5", 5, "worker-2", "boom"),
@@ -31,7 +44,10 @@ def test_split_prefix(line: str, key: str, rank: int | None, host: str | None, t
 
 
 def test_ansi_colours_and_cursor_moves_are_removed() -> None:
-    assert strip_ansi("\x1b[1;31mtorch.OutOfMemoryError\x1b[0m: \x1b[31mCUDA\x1b[0m") == "torch.OutOfMemoryError: CUDA"
+    assert (
+        strip_ansi("\x1b[1;31mtorch.OutOfMemoryError\x1b[0m: \x1b[31mCUDA\x1b[0m")
+        == "torch.OutOfMemoryError: CUDA"
+    )
     assert strip_ansi("bar\x1b[A\x1b]0;title\x07done") == "bardone"
     assert strip_ansi("plain") == "plain"
 
@@ -46,7 +62,9 @@ def test_utf8_is_kept() -> None:
 
 
 def test_gbk_bytes_are_recognised() -> None:
-    raw = "正在加载数据集 D:\\数据\\train.json\r\ntorch.OutOfMemoryError: CUDA out of memory.\r\n".encode("gbk")
+    raw = "正在加载数据集 D:\\数据\\train.json\r\ntorch.OutOfMemoryError: CUDA out of memory.\r\n".encode(
+        "gbk"
+    )
     text, enc = decode_block(raw)
     assert enc == "gbk"
     assert "正在加载数据集" in text and "OutOfMemoryError" in text

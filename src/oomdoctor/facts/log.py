@@ -45,7 +45,9 @@ def read_log(path: str | os.PathLike[str], *, tail_bytes: int | None = DEFAULT_T
     if p.stat().st_size == 0:
         raise BadInput(msg("log_empty", None, path=p))
     if _is_trainer_log(p):
-        return _facts_from(LogScanner(), path=str(p), trainer_log=_read_trainer_log(p), bytes_read=p.stat().st_size)
+        return _facts_from(
+            LogScanner(), path=str(p), trainer_log=_read_trainer_log(p), bytes_read=p.stat().st_size
+        )
     scanner = LogScanner()
     bytes_read, truncated, encoding = _scan_file(p, scanner, tail_bytes)
     return _facts_from(scanner, path=str(p), bytes_read=bytes_read, truncated=truncated, encoding=encoding)
@@ -139,7 +141,9 @@ def _require_text(content: str, p: Path) -> None:
 
 def _read_output_dir(d: Path, tail_bytes: int | None) -> LogFacts:
     t = tables()
-    text_log = next((d / n for n in t.output_dir_logs if (d / n).is_file() and (d / n).stat().st_size > 0), None)
+    text_log = next(
+        (d / n for n in t.output_dir_logs if (d / n).is_file() and (d / n).stat().st_size > 0), None
+    )
     trainer_log = d / t.trainer_log
     has_trainer_log = trainer_log.is_file() and trainer_log.stat().st_size > 0
     if text_log is None and not has_trainer_log:
@@ -229,7 +233,9 @@ def _facts_from(
     trainer_log: list[dict[str, Any]] | None = None,
 ) -> LogFacts:
     run, runs_seen = scanner.result()
-    f = LogFacts(path=path, bytes_read=bytes_read, truncated_read=truncated, encoding=encoding, runs_seen=runs_seen)
+    f = LogFacts(
+        path=path, bytes_read=bytes_read, truncated_read=truncated, encoding=encoding, runs_seen=runs_seen
+    )
     _banner_facts(f, run)
     jsonl_steps = _apply_trainer_log(f, trainer_log) if trainer_log else None
     snap = run.snap
@@ -302,8 +308,12 @@ def _banner_facts(f: LogFacts, run: Run) -> None:
 
 def _apply_trainer_log(f: LogFacts, records: list[dict[str, Any]]) -> int | None:
     """Steps, losses and RECORD_VRAM peaks from trainer_log.jsonl. Returns the completed training steps."""
-    steps = [int(r["current_steps"]) for r in records if "epoch" in r and isinstance(r.get("current_steps"), int)]
-    totals = [int(r["total_steps"]) for r in records if isinstance(r.get("total_steps"), int) and "epoch" in r]
+    steps = [
+        int(r["current_steps"]) for r in records if "epoch" in r and isinstance(r.get("current_steps"), int)
+    ]
+    totals = [
+        int(r["total_steps"]) for r in records if isinstance(r.get("total_steps"), int) and "epoch" in r
+    ]
     if totals and f.total_steps is None:
         f.total_steps = totals[-1]
     losses = [v for r in records if (v := _number(r.get("loss"))) is not None]

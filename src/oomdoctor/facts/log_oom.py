@@ -31,7 +31,7 @@ _SIZE = r"([\d][\d,]*(?:\.\d+)?)\s*(TiB|GiB|MiB|KiB|TB|GB|MB|KB|bytes|byte|B)\b"
 
 
 def size_to_mib(value: str, unit: str) -> float:
-    """"4.64", "GiB" -> 4751.36. Raises ValueError on an unknown unit."""
+    """ "4.64", "GiB" -> 4751.36. Raises ValueError on an unknown unit."""
     factor = _UNIT_MIB.get(unit.lower())
     if factor is None:
         raise ValueError(f"unknown size unit {unit!r}")

@@ -49,7 +49,9 @@ def text(key: str, **fields: object) -> LocalText:
     entry = MESSAGES[key]
     out: LocalText = {}
     for lang in LANGS:
-        values = {k: (v.get(lang) or v.get("en", "")) if isinstance(v, dict) else v for k, v in fields.items()}
+        values = {
+            k: (v.get(lang) or v.get("en", "")) if isinstance(v, dict) else v for k, v in fields.items()
+        }
         out[lang] = entry[lang].format(**values)
     return out
 
@@ -92,7 +94,9 @@ def _classify(frame: Frame, t: Tables) -> FrameRule | CodeRule | None:
         by_function = next((r for r in t.frames if r.matches(frame.function, frame.path)), None)
     if frame.code:
         by_code = next((r for r in t.code if any(c in frame.code for c in r.contains)), None)
-    if by_function is None or (by_code is not None and _ROLE_RANK[by_code.role] > _ROLE_RANK[by_function.role]):
+    if by_function is None or (
+        by_code is not None and _ROLE_RANK[by_code.role] > _ROLE_RANK[by_function.role]
+    ):
         return by_code
     return by_function
 

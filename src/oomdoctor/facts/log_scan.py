@@ -17,7 +17,9 @@ from oomdoctor.facts.log_tables import OomForm, Tables, tables
 from oomdoctor.facts.log_text import split_prefix, strip_ansi
 
 # tqdm: "{desc}: 17%|█▏   | 1000/6060 [6:44:48<34:21:44, 24.45s/it]" (desc optional; bar may be ASCII)
-_BAR = re.compile(r"(?P<desc>[^|\r\n]*?)\s*(?P<pct>\d{1,3})%\|[^|\n]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*(?:\[[^\]\n]*\])?")
+_BAR = re.compile(
+    r"(?P<desc>[^|\r\n]*?)\s*(?P<pct>\d{1,3})%\|[^|\n]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*(?:\[[^\]\n]*\])?"
+)
 # Training progress: two or more segments in a row that are bare bars (no description, no prefix) or training
 # loss dicts, each on its own "\r"/"\n" segment, blank segments between them. This is most of a long log.
 _EOL = r"[ \t]*(?:\r\n|[\r\n])(?:[ \t]*(?:\r\n|[\r\n]))*"
@@ -30,7 +32,9 @@ _DICT_VALUE = re.compile(
 )
 _FILE_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[^\s(]+)')
 _FRAGMENT_LINE = re.compile(r"^\s*line (?P<line>\d+), in (?P<func>[^\s(]+)\s*$")
-_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit|Failure)\b(?::|\s*$)")
+_EXCEPTION_LINE = re.compile(
+    r"^(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit|Failure)\b(?::|\s*$)"
+)
 _LOG_RECORD = re.compile(
     r"^\s*(?:\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|\[\d{4}-\d\d-\d\d|\d{4}-\d\d-\d\d[ T]\d\d:|(?:INFO|WARNING|ERROR|DEBUG)[:\s])"
 )
@@ -43,7 +47,9 @@ _BANNER_HINT = re.compile(
 _BANNER = {
     "instantaneous_batch_size": re.compile(r"Instantaneous batch size per device = ([\d,]+)"),
     "gradient_accumulation_steps": re.compile(r"Gradient Accumulation steps = ([\d,]+)"),
-    "total_train_batch_size": re.compile(r"Total train batch size \(w\. parallel, distributed & accumulation\) = ([\d,]+)"),
+    "total_train_batch_size": re.compile(
+        r"Total train batch size \(w\. parallel, distributed & accumulation\) = ([\d,]+)"
+    ),
     "total_steps": re.compile(r"Total optimization steps = ([\d,]+)"),
     "trainable_params": re.compile(r"Number of trainable parameters = ([\d,]+)"),
 }
@@ -218,13 +224,20 @@ class LogScanner:
         failure = run.failure
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1
-            if "Tried to allocate" not in text and ("GPU" in text or "capacity" in text or "PyTorch" in text or "Process" in text):
+            if "Tried to allocate" not in text and (
+                "GPU" in text or "capacity" in text or "PyTorch" in text or "Process" in text
+            ):
                 failure.message = failure.message + " " + text.strip()
         # progress bars (possibly with more text glued after the bar, e.g. "...2.59s/it]Killed")
         if "%|" in text:
             m = _BAR.search(text)
             if m:
-                self._bar(m.group("desc").strip().rstrip(":").strip(), int(m.group("n")), int(m.group("total")), m.group(0).strip())
+                self._bar(
+                    m.group("desc").strip().rstrip(":").strip(),
+                    int(m.group("n")),
+                    int(m.group("total")),
+                    m.group(0).strip(),
+                )
                 run.last_content_was_traceback = False
                 rest = text[m.end() :]
                 if rest.strip():
@@ -287,10 +300,8 @@ class LogScanner:
                 snap.shards_incomplete = n < total
                 self._set_context("load", shown, None)
             return  # other described bars are data preparation
-        if run.train_total is not None:
-            is_train = total == run.train_total
-        else:
-            is_train = snap.context != "eval"
+        # a bar of the known train total is the train bar; without one, any bar outside an evaluation
+        is_train = total == run.train_total if run.train_total is not None else snap.context != "eval"
         if is_train:
             if run.train_total is None:
                 run.train_total = total
@@ -361,9 +372,8 @@ class LogScanner:
                         snap.eval_started = True
                     self._set_context(str(marker.context), text.strip(), marker.why)
                     break
-        elif t.run_start.search(text):
-            if self._restart_if_failed():
-                run, snap = self.run, self.run.snap
+        elif t.run_start.search(text) and self._restart_if_failed():
+            run, snap = self.run, self.run.snap
         if _BANNER_HINT.search(text):
             self._banner(text)
         if t.allocator_any.search(text):

@@ -121,13 +121,21 @@ def tables() -> Tables:
         for f in raw["frames"]
     )
     code = tuple(
-        CodeRule(role=c["role"], phase=c.get("phase"), contains=tuple(c["contains"]), why=_why(c)) for c in raw["code"]
+        CodeRule(role=c["role"], phase=c.get("phase"), contains=tuple(c["contains"]), why=_why(c))
+        for c in raw["code"]
     )
     markers = tuple(
-        Marker(context=m.get("context"), setup=bool(m.get("setup", False)), pattern=re.compile(m["pattern"]), why=_why(m))
+        Marker(
+            context=m.get("context"),
+            setup=bool(m.get("setup", False)),
+            pattern=re.compile(m["pattern"]),
+            why=_why(m),
+        )
         for m in raw["markers"]
     )
-    warnings = tuple(AllocatorWarning(re.compile(w["pattern"]), w.get("count")) for w in raw["allocator_warnings"])
+    warnings = tuple(
+        AllocatorWarning(re.compile(w["pattern"]), w.get("count")) for w in raw["allocator_warnings"]
+    )
     return Tables(
         oom_forms=forms,
         oom_hint=re.compile("|".join(re.escape(h) for h in hints)),
