@@ -265,3 +265,29 @@ def trial_run_folder(change_folder: str | os.PathLike[str]) -> Path:
     while (candidate := change.with_name(f"{change.name}{TRIAL_RUN_SUFFIX}-{number}")).exists():
         number += 1
     return candidate
+
+
+TRIAL_RESULT_NAME = "result.json"
+
+
+def trial_origin(config: str | os.PathLike[str]) -> tuple[Path, Path | None]:
+    """``(config to diagnose and change, trial folder or None)`` for a config the user opened.
+
+    A trial folder's config.yaml ran with the trial's limits (max_steps, eval/save steps, its own
+    output_dir). A change made on top of it must start from the config it was made from, which the
+    trial's result.json names (``source_config``); the trial folder stays the parent to compare with.
+    """
+    path = Path(config)
+    result = path.parent / TRIAL_RESULT_NAME
+    if not result.is_file():
+        return path, None
+    import json
+
+    try:
+        record = json.loads(result.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return path, path.parent
+    source = record.get("source_config") if isinstance(record, dict) else None
+    if isinstance(source, str) and Path(source).is_file():
+        return Path(source), path.parent
+    return path, path.parent

@@ -105,13 +105,15 @@ async def test_samples_are_coalesced_not_queued(user_dir: Path, gpu_source: Any)
         assert app.session.history[0].outcome == "stopped"
 
 
-async def test_failed_trial_goes_back_to_proposals_with_its_own_files(
+async def test_failed_trial_goes_back_to_proposals_and_the_next_change_compares(
     user_dir: Path, gpu_source: Any
 ) -> None:
+    """The course's loop: change, try, still fails, diagnose the trial, change again, compare the two."""
     launcher = ScriptedTrial(outcome="oom")
     app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
                     scan_at_start=False)  # fmt: skip
-    async with app.run_test(size=(80, 24)) as pilot:
+    messages: list[Any] = []
+    async with app.run_test(size=(80, 24), message_hook=messages.append) as pilot:
         await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -120,11 +122,33 @@ async def test_failed_trial_goes_back_to_proposals_with_its_own_files(
         await pilot.pause()
         await pilot.pause()
         assert isinstance(app.screen, MainScreen)
+        change = user_dir / "trials/01-halve_micro_batch"
         trial = user_dir / "trials/01-halve_micro_batch-trial"
-        assert app.session.config == trial / "config.yaml"
+        # diagnosed from the trial's log, with the config it was made from (not the trial's step limits)
+        assert app.session.config == change / "config.yaml"
         assert app.session.log == trial / "train.log"
-        assert app.session.trial_parent() == str(trial)  # the next change will be compared with this trial
-        assert "config: trials/01-halve_micro_batch-trial/config.yaml" in screen_text(app)
+        assert app.session.trial_parent() == str(trial)
+        text = screen_text(app)
+        assert "config: trials/01-halve_micro_batch/config.yaml" in text
+        assert "trials/01-halve_micro_batch-trial/train.log" in text
+        proposal = app.session.current_proposal
+        assert proposal is not None and proposal.changes
+        await pilot.press("a")
+        await pilot.pause()
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        second = app.session.history[1]
+        assert second.folder.name.startswith("02-") and second.parent == str(trial)
+        assert json.loads((second.folder / "change.json").read_text(encoding="utf-8"))["parent"] == str(trial)
+        await pilot.press("t")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        finished = [m for m in _unique(messages) if isinstance(m, OomDoctorApp.TrialFinished)]
+        names = [row.name for row in finished[-1].comparison.rows]
+        assert names == ["01-halve_micro_batch-trial", f"{second.folder.name}-trial"]
+        assert "Trials compared" in screen_text(app)
 
 
 async def test_real_trial_runner_with_a_stand_in_for_llamafactory(user_dir: Path, gpu_source: Any) -> None:

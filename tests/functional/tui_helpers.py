@@ -5,6 +5,7 @@ trial folder the way ``oomdoctor.trial.run_trial`` does without starting a proce
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import threading
@@ -235,6 +236,17 @@ def two_answer_question() -> Question:
     )
 
 
+async def settle(app: Any, pilot: Any) -> None:
+    """Let the workers finish and the screen catch up. A failed worker is not an error here: the app
+    turns it into an error dialog, which is what a test then looks at."""
+    from textual.worker import WorkerFailed
+
+    with contextlib.suppress(WorkerFailed):
+        await app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
 async def show_diagnosis(
     app: Any, pilot: Any, facts: Any, diagnosis: Diagnosis, config: Path, log: Path
 ) -> None:
@@ -258,9 +270,10 @@ class ScriptedTrial:
     gpu-samples.csv, result.json) and reports fixed samples, lines and progress, then waits for ``stop``
     when told to, so the live screen can be looked at and stopped."""
 
-    def __init__(self, *, outcome: str = "oom", wait_for_stop: bool = False) -> None:
+    def __init__(self, *, outcome: str = "oom", wait_for_stop: bool = False, hold_s: float = 30.0) -> None:
         self.outcome = outcome
         self.wait_for_stop = wait_for_stop
+        self.hold_s = hold_s  # the longest it waits for stop
         self.started = threading.Event()
         self.calls: list[dict[str, Any]] = []
 
@@ -304,7 +317,7 @@ class ScriptedTrial:
         self.started.set()
         stopped = False
         if self.wait_for_stop and stop is not None:
-            stopped = stop.wait(30)
+            stopped = stop.wait(self.hold_s)
         (folder / "train.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
         (folder / "gpu-samples.csv").write_text(
             "time_s,gpu,memory_used_mib,memory_total_mib,util_pct,power_w\n"
@@ -324,6 +337,7 @@ class ScriptedTrial:
             "phase": "first_batch" if outcome == "oom" else "none",
             "peak_source": "nvml",
             "steps_requested": steps,
+            "source_config": str(Path(config_path).resolve()),
             "steps_done": 3,
         }
         (folder / "result.json").write_text(json.dumps(record), encoding="utf-8")

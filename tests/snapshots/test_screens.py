@@ -19,6 +19,7 @@ from functional.tui_helpers import (
     fixed_clock,
     make_diagnosis,
     make_facts,
+    settle,
     show_diagnosis,
 )
 from oomdoctor.tui.factory import build_app
@@ -39,14 +40,14 @@ def _drive(
     *,
     questions: bool = False,
     diagnosis: bool = True,
+    then: Callable[[Any], Awaitable[None]] | None = None,
 ) -> Callable[[Any], Awaitable[None]]:
     """Open the test run with a hand-built diagnosis, then press ``keys`` one by one, letting each
-    key's worker finish before the next (a trial, a patch)."""
+    key's worker finish before the next (a trial, a patch); ``then`` does what must not wait for workers."""
 
     async def run_before(pilot: Any) -> None:
         app = pilot.app
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(app, pilot)
         if diagnosis:
             config = user_dir / "configs/qwen3_lora.yaml"
             facts = make_facts(config, gpu_source, phase="unknown" if questions else "first_batch")
@@ -55,9 +56,9 @@ def _drive(
             )
         for key in keys:
             await pilot.press(key)
-            await app.workers.wait_for_complete()
-            await pilot.pause()
-            await pilot.pause()
+            await settle(app, pilot)
+        if then is not None:
+            await then(pilot)
         for field in app.screen.query(Input):
             field.cursor_blink = False  # a blinking cursor would make the picture depend on timing
 
@@ -139,3 +140,28 @@ def test_history(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, 
     app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
     keys = ["a", "enter", "t", "escape", "h"]
     assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, keys))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_trial_running(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    """Live: memory against the card, utilisation, power, step counter, log tail, Stop in the footer."""
+    launcher = ScriptedTrial(outcome="ok", wait_for_stop=True, hold_s=3.0)
+
+    async def start_trial(pilot: Any) -> None:
+        await pilot.press("t")
+        assert launcher.started.wait(10)
+        await pilot.pause()
+        await pilot.pause()
+
+    app = _app(user_dir, gpu_source, lang, trial_launcher=launcher)
+    run_before = _drive(user_dir, gpu_source, ["a", "enter"], then=start_trial)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_error_dialog(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    (user_dir / "broken.yaml").write_text("model_name_or_path: [unclosed\n", encoding="utf-8")
+    app = build_app(Path("broken.yaml"), None, lang, gpu_source, ScriptedTrial(), fixed_clock, cwd=user_dir)
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, diagnosis=False))

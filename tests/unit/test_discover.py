@@ -142,3 +142,22 @@ def test_trial_run_folder_never_reuses_one(tmp_path: Path) -> None:
     assert trial_run_folder(change) == tmp_path / "trials/01-halve_micro_batch-trial-3"
     # the next change is numbered after the trial folders too
     assert suggest_trial_folder(tmp_path, "eval.set_eval_batch") == tmp_path / "trials/02-set_eval_batch"
+
+
+def test_trial_origin_goes_back_to_the_config_the_trial_was_made_from(tmp_path: Path) -> None:
+    import json
+
+    from oomdoctor.discover import trial_origin
+
+    change = _write(tmp_path / "trials/01-halve_micro_batch/config.yaml", CONFIG, 10)
+    trial = tmp_path / "trials/01-halve_micro_batch-trial"
+    ran = _write(trial / "config.yaml", CONFIG + "max_steps: 50\n", 20)
+    assert trial_origin(change) == (change, None)  # not a trial: as given
+    (trial / "result.json").write_text(json.dumps({"source_config": str(change)}), encoding="utf-8")
+    assert trial_origin(ran) == (change, trial)
+    (trial / "result.json").write_text(
+        json.dumps({"source_config": str(tmp_path / "gone.yaml")}), encoding="utf-8"
+    )
+    assert trial_origin(ran) == (ran, trial)  # the source is gone: what ran is all there is
+    (trial / "result.json").write_text("{not json", encoding="utf-8")
+    assert trial_origin(ran) == (ran, trial)

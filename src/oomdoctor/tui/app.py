@@ -142,7 +142,7 @@ class OomDoctorApp(App[int]):
     def open_run(self, config: Path | None, log: Path | None, *, is_demo: bool = False) -> None:
         self.session.open_run(config, log, is_demo=is_demo)
         self.call_later(self.main_screen.refresh_view)
-        self.load_run(config, log)
+        self.load_run(self.session.config, log)
 
     # Workers ---------------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="scan")
@@ -335,7 +335,8 @@ class OomDoctorApp(App[int]):
                 screen.update_from_feed()
 
     def rediagnose_trial(self, feed: TrialFeed) -> None:
-        """The trial still failed: its config.yaml and train.log become the run on screen."""
+        """The trial still failed: its train.log and config become the run on screen (the config it was
+        made from, see ``Session.open_run``), and the trial is the parent of the next change."""
         log = feed.out_dir / "train.log"
         config = feed.out_dir / "config.yaml"
         self.open_run(config if config.is_file() else feed.entry.config_path, log if log.is_file() else None)

@@ -55,9 +55,16 @@ class Session:
     history: list[HistoryEntry] = field(default_factory=list)
     scan: ScanResult | None = None
     loading: bool = False
+    parent_trial: Path | None = None  # set by open_run when the run is a trial's
 
     def open_run(self, config: Path | None, log: Path | None, *, is_demo: bool = False) -> None:
-        """Forget the previous run's diagnosis (history stays: it is the session's)."""
+        """Forget the previous run's diagnosis (history stays: it is the session's). A trial's config is
+        swapped for the config it was made from; the trial becomes the parent of the next change."""
+        from oomdoctor.discover import trial_origin
+
+        self.parent_trial = None
+        if config is not None:
+            config, self.parent_trial = trial_origin(config)
         self.config, self.log, self.is_demo = config, log, is_demo
         self.facts = None
         self.diagnosis = None
@@ -102,11 +109,8 @@ class Session:
             self.patch, self.patch_rule = None, None
 
     def trial_parent(self) -> str | None:
-        """The trial folder the run on screen came from (its config.yaml sits beside a change.json)."""
-        if self.config is None:
-            return None
-        folder = self.config.parent
-        return str(folder) if (folder / "change.json").is_file() else None
+        """The trial folder the run on screen came from: the next change is compared with it."""
+        return str(self.parent_trial) if self.parent_trial is not None else None
 
     def entry_for(self, folder: Path) -> HistoryEntry | None:
         for entry in self.history:
