@@ -34,7 +34,7 @@ def pick(text: LocalText | str | None, lang: Lang) -> str:
     return text.get(lang) or text.get("en") or text.get("zh") or ""
 
 
-def msg(key: str, lang: Lang | None = None, **fields: object) -> str:
+def msg(key: str, lang: Lang | None = None, /, **fields: object) -> str:
     """A code-owned message. With ``lang=None`` both languages are joined (for one-line errors)."""
     entry = MESSAGES[key]
     if lang is None:
@@ -44,7 +44,7 @@ def msg(key: str, lang: Lang | None = None, **fields: object) -> str:
     return entry[lang].format(**fields)
 
 
-def both(key: str, **fields: object) -> dict[str, str]:
+def both(key: str, /, **fields: object) -> dict[str, str]:
     """A code-owned message as a ``LocalText`` dict (for JSON output and findings)."""
     entry = MESSAGES[key]
     return {lang: entry[lang].format(**fields) for lang in LANGS}

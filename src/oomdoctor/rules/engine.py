@@ -17,7 +17,7 @@ from typing import Any
 from oomdoctor.diagnosis import Answer, Diagnosis, EstimatedEffect, Finding, Proposal, Question
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts, to_jsonable
-from oomdoctor.i18n import LANGS, MESSAGES, both, msg
+from oomdoctor.i18n import LANGS, both, msg
 from oomdoctor.rules import operators
 from oomdoctor.rules.derive import derive
 from oomdoctor.rules.facts import Facts
@@ -109,12 +109,7 @@ def check_answers(answers: dict[str, str], rules: RuleSet) -> None:
                 msg("unknown_question", None, question=key, allowed=", ".join(sorted(rules.questions)))
             )
         if value not in spec.allowed:
-            # "bad_answer" names its field {key}, which msg() takes for the message name: format it here.
-            texts = [
-                MESSAGES["bad_answer"][lang].format(key=key, value=value, allowed=", ".join(spec.allowed))
-                for lang in LANGS
-            ]
-            raise BadInput(" / ".join(texts))
+            raise BadInput(msg("bad_answer", None, key=key, value=value, allowed=", ".join(spec.allowed)))
 
 
 def _question_for(loaded: LoadedNode) -> Question:
