@@ -204,10 +204,18 @@ def fact_path_problem(path: str) -> str | None:
 # --- one file --------------------------------------------------------------------------------------------
 
 
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _compose(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        # One parse (in C where libyaml is present) gives both the nodes, for line numbers, and the data.
+        loader = _SafeLoader(text)
+        try:
+            root = loader.get_single_node()
+            data = loader.construct_document(root) if root is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
