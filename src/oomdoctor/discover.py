@@ -33,6 +33,8 @@ SKIP_DIR_NAMES: frozenset[str] = frozenset(
     {"node_modules", "__pycache__", "site-packages", "dist-packages", "wandb", "runs", "tensorboard"}
 )
 SKIP_DIR_PREFIXES: tuple[str, ...] = (".", "venv", "checkpoint-", "global_step")
+# Where runs usually are: LLaMA-Factory's output (saves/), configs, its examples, oomdoctor's trials.
+PREFERRED_DIR_NAMES: frozenset[str] = frozenset({"saves", "configs", "examples", "trials", "output", "outputs"})
 
 DEFAULT_MAX_DEPTH = 6
 DEFAULT_MAX_ENTRIES = 20_000
@@ -103,11 +105,15 @@ def find_runs(
     skipped: list[str] = []
     entries = 0
     stopped = False
-    queue: deque[tuple[Path, int]] = deque([(root_path, 0)])
-    while queue:
+    # Where LLaMA-Factory and its users keep runs is scanned first (breadth-first within each class),
+    # so a big data folder beside them cannot use up the budget before they are seen.
+    preferred: deque[tuple[Path, int]] = deque([(root_path, 0)])
+    others: deque[tuple[Path, int]] = deque()
+    while preferred or others:
         if is_cancelled is not None and is_cancelled():
             return ScanResult([], root_path, entries, stopped_early=True, cancelled=True, skipped=skipped)
-        folder, depth = queue.popleft()
+        from_preferred = bool(preferred)
+        folder, depth = preferred.popleft() if from_preferred else others.popleft()
         try:
             with os.scandir(folder) as it:
                 listing = sorted(it, key=lambda e: e.name)
@@ -122,7 +128,8 @@ def find_runs(
             try:
                 if entry.is_dir(follow_symlinks=False):
                     if depth + 1 <= max_depth and not _skip_dir(entry.name):
-                        queue.append((Path(entry.path), depth + 1))
+                        first = (from_preferred and depth > 0) or entry.name in PREFERRED_DIR_NAMES
+                        (preferred if first else others).append((Path(entry.path), depth + 1))
                     elif depth + 1 > max_depth:
                         stopped = True
                     continue

@@ -161,3 +161,25 @@ def test_trial_origin_goes_back_to_the_config_the_trial_was_made_from(tmp_path: 
     assert trial_origin(ran) == (ran, trial)  # the source is gone: what ran is all there is
     (trial / "result.json").write_text("{not json", encoding="utf-8")
     assert trial_origin(ran) == (ran, trial)
+
+
+def test_run_folders_are_scanned_before_a_big_data_folder(tmp_path: Path) -> None:
+    for i in range(30):
+        data = tmp_path / f"data_{i:02d}" / "shards"
+        data.mkdir(parents=True)
+        for j in range(20):
+            (data / f"part{j}.bin").write_bytes(b"")
+    _write(tmp_path / "saves/Qwen3/lora/sft/training_args.yaml", CONFIG, 10)
+    _write(tmp_path / "saves/Qwen3/lora/sft/running_log.txt", "x", 10)
+    result = find_runs(tmp_path, max_entries=100)
+    assert result.stopped_early
+    assert [r.log.name for r in result.runs if r.log] == ["running_log.txt"]
+
+
+def test_discover_stays_headless() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, oomdoctor.discover, oomdoctor.commands.tui, oomdoctor.commands.demo; print('textual' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
