@@ -310,3 +310,25 @@ def test_dataset_fingerprint_follows_file_contents(
     config.dataset_dir = "relative-data"
     (tmp_path / "relative-data").mkdir()
     assert dataset_fingerprint(config, tmp_path) == "unknown"  # no dataset_info.json there
+
+
+def test_duplicate_keys_are_refused_before_anything_runs(tmp_path: Path, tiny_dataset_dir: Path) -> None:
+    # LLaMA-Factory (OmegaConf) refuses a key written twice; the trial says so instead of running a guess
+    config = tmp_path / "dup.yaml"
+    text = CONFIG_TEXT.format(dataset_dir=tiny_dataset_dir) + "per_device_train_batch_size: 2  # again\n"
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(BadInput, match="duplicate key"):
+        run_trial(config, steps=2, out_dir=tmp_path / "t", launcher=fake_launcher(), source=NO_GPU)
+    assert not (tmp_path / "t").exists()
+
+
+def test_trial_modules_import_light() -> None:
+    import subprocess
+
+    code = (
+        "import sys, oomdoctor.trial.runner, oomdoctor.trial.compare, oomdoctor.trial.sampler, oomdoctor.facts.gpu;"
+        "print(sorted({m.split('.')[0] for m in sys.modules}))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for heavy in ("torch", "transformers", "llamafactory", "textual", "pynvml", "psutil", "ruamel"):
+        assert f"'{heavy}'" not in loaded, heavy

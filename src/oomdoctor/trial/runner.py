@@ -165,11 +165,25 @@ def trial_overrides(config: ConfigFacts, *, steps: int, output_dir: Path) -> dic
     return changes
 
 
-def write_trial_config(src: Path, dst: Path, changes: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """Copy the config with ``changes`` applied, keeping comments and key order; ``{key: [old, new]}``."""
-    yaml = _yaml_rt()
-    with src.open(encoding="utf-8-sig") as f:
-        data = yaml.load(f)
+def trial_config_text(src: Path, changes: Mapping[str, Any]) -> tuple[str, dict[str, list[Any]]]:
+    """The config with ``changes`` applied, keeping comments and key order, and ``{key: [old, new]}``.
+
+    BadInput when the round-trip parser cannot read what the config reader accepted: a key written twice
+    (PyYAML keeps the last, LLaMA-Factory refuses the file), an odd tag.
+    """
+    import io
+
+    from ruamel.yaml.error import YAMLError
+
+    yaml = _yaml_rt()  # refuses duplicate keys, as LLaMA-Factory's OmegaConf does
+    try:
+        with src.open(encoding="utf-8-sig") as f:
+            data = yaml.load(f)
+    except YAMLError as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        mark = getattr(err, "problem_mark", None)
+        detail = f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem
+        raise BadInput(msg("yaml_malformed", None, path=src, detail=" ".join(detail.split()))) from None
     applied: dict[str, list[Any]] = {}
     for key, value in changes.items():
         old = data.get(key)
@@ -179,9 +193,9 @@ def write_trial_config(src: Path, dst: Path, changes: Mapping[str, Any]) -> dict
                 value,
             ]
         data[key] = value
-    with dst.open("w", encoding="utf-8") as f:
-        yaml.dump(data, f)
-    return applied
+    buffer = io.StringIO()
+    yaml.dump(data, buffer)
+    return buffer.getvalue(), applied
 
 
 # --- Facts for comparing trials ---------------------------------------------------------------------------------
@@ -500,13 +514,14 @@ def run_trial(
     if program is None:
         raise BadInput(msg("launcher_not_found", None, program=command[0]))
 
-    folder.mkdir(parents=True)
-    folder = folder.resolve()
+    folder = folder.resolve()  # resolve(strict=False): the folder does not exist yet
     output_dir = folder / TRIAL_OUTPUT
     trial_config = folder / "config.yaml"
-    overrides = write_trial_config(
-        config_file, trial_config, trial_overrides(config, steps=steps, output_dir=output_dir)
+    text, overrides = trial_config_text(
+        config_file, trial_overrides(config, steps=steps, output_dir=output_dir)
     )
+    folder.mkdir(parents=True)
+    trial_config.write_text(text, encoding="utf-8")
     if change_file.is_file():
         shutil.copyfile(change_file, folder / "change.json")
     argv = [program, *command[1:], str(trial_config)]
