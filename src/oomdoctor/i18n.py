@@ -546,6 +546,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "the log holds {runs} runs; the last one that failed is reported",
         "zh": "日志中有 {runs} 次运行;报告的是最后一次失败的运行",
     },
+    "log_unreadable": {"en": "{path} cannot be read ({detail})", "zh": "无法读取 {path}({detail})"},
     # --- estimate and lengths commands
     "est_unknown_card": {"en": "unknown card {name!r}; known: {known} (or give --gpu-mib N)", "zh": "未知显卡 {name!r};可选:{known}(或用 --gpu-mib N 直接给出显存)"},
     "est_arg_positive": {"en": "expected a positive number, got {value!r}", "zh": "应为正数,收到 {value!r}"},

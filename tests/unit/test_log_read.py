@@ -207,3 +207,34 @@ def test_small_log_reads_fast(tmp_path: Path) -> None:
 def test_not_a_regular_file() -> None:
     with pytest.raises(BadInput, match="not a file"):
         read_log("/dev/null")
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads anything")
+def test_unreadable_file_is_bad_input(tmp_path: Path) -> None:
+    p = tmp_path / "train.log"
+    p.write_text("x\n", encoding="utf-8")
+    p.chmod(0)
+    with pytest.raises(BadInput, match="cannot be read"):
+        read_log(p)
+
+
+def test_an_oserror_while_reading_becomes_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(BANNER + TRACEBACK) + "\n", encoding="utf-8")
+
+    def vanished(*_args: object, **_kwargs: object) -> None:
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(log_module, "_scan_file", vanished)
+    with pytest.raises(BadInput, match="cannot be read"):
+        read_log(p)
+
+
+def test_progress_without_newlines_streams_and_tails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tqdm alone writes only "\\r": a long log may hold no "\\n" at all until the traceback."""
+    p = tmp_path / "train.log"
+    bars = "".join(f"\r  1%|▏         | {n}/9000 [00:10<00:50,  6.02s/it]" for n in range(1, 3000))
+    p.write_text(BANNER[1] + "\n" + bars + "Killed\n", encoding="utf-8")
+    monkeypatch.setattr(log_module, "STREAM_CHUNK_BYTES", 4096)
+    for facts in (read_log(p, tail_bytes=None), read_log(p, tail_bytes=8192)):
+        assert (facts.oom_kind, facts.good_steps, facts.step) == ("killed", 2999, 3000)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,21 @@ HEAD_BYTES = 1024**2  # the banner (batch sizes, world size) sits at the start o
 STREAM_CHUNK_BYTES = 8 * 1024**2
 TRAINER_LOG_MAX_BYTES = 16 * 1024**2
 _SNIFF_BYTES = 64 * 1024
+_LINE_BREAK = re.compile(r"\r\n|[\r\n]")
 
 
 def read_log(path: str | os.PathLike[str], *, tail_bytes: int | None = DEFAULT_TAIL_BYTES) -> LogFacts:
-    """Read a log file (or a LLaMA-Factory output_dir). BadInput when missing, empty or binary."""
+    """Read a log file (or a LLaMA-Factory output_dir). BadInput when missing, empty, binary or unreadable."""
     p = Path(path)
+    try:
+        return _read_path(p, tail_bytes)
+    except OSError as err:  # permissions, a file removed while reading, ...
+        raise BadInput(
+            msg("log_unreadable", None, path=p, detail=err.strerror or type(err).__name__)
+        ) from err
+
+
+def _read_path(p: Path, tail_bytes: int | None) -> LogFacts:
     if not p.exists():
         raise BadInput(msg("file_missing", None, what="log", what_zh="日志", path=p))
     if p.is_dir():
@@ -90,7 +101,8 @@ def _scan_file(p: Path, scanner: LogScanner, tail_bytes: int | None) -> tuple[in
         tail_data = fh.read()
     head_text, encoding = decode_block(_to_last_newline(head_data, bom), bom)
     tail_text, encoding = decode_block(tail_data, bom)
-    tail_text = tail_text[tail_text.find("\n") + 1 :]  # the first line is partial
+    first_break = _LINE_BREAK.search(tail_text)
+    tail_text = tail_text[first_break.end() :] if first_break else tail_text  # the first line is partial
     _require_text(head_text + tail_text, p)
     scanner.feed_text(head_text)
     scanner.gap()
@@ -122,7 +134,7 @@ def _stream(fh: Any, scanner: LogScanner, bom: str | None) -> int:
     while chunk := fh.read(STREAM_CHUNK_BYTES):
         total += len(chunk)
         data = rest + chunk
-        cut = data.rfind(b"\n")
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))  # a bar-only log may have no "\n" for megabytes
         if cut < 0 and len(data) < 8 * STREAM_CHUNK_BYTES:
             rest = data
             continue
