@@ -332,3 +332,23 @@ def test_trial_modules_import_light() -> None:
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     for heavy in ("torch", "transformers", "llamafactory", "textual", "pynvml", "psutil", "ruamel"):
         assert f"'{heavy}'" not in loaded, heavy
+
+
+def test_relative_paths_run_from_where_they_resolve(
+    tmp_path: Path, tiny_dataset_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a LLaMA-Factory checkout: data/ at the top, the config under configs/; the user is somewhere else
+    project = tmp_path / "LLaMA-Factory"
+    (project / "configs").mkdir(parents=True)
+    (project / "data").mkdir()
+    for f in tiny_dataset_dir.iterdir():
+        (project / "data" / f.name).write_bytes(f.read_bytes())
+    config = project / "configs" / "train.yaml"
+    config.write_text(CONFIG_TEXT.format(dataset_dir="data"), encoding="utf-8")
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = run_trial(config, steps=2, out_dir="t", launcher=fake_launcher(), source=NO_GPU)
+    assert result.folder == elsewhere / "t"
+    assert result.record["cwd"] == str(project)
+    assert result.record["dataset_fingerprint"].startswith("sha256:")
