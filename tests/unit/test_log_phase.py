@@ -358,3 +358,24 @@ def test_a_log_without_oom_is_valid() -> None:
         None,
         [],
     )
+
+
+def test_torch_elastic_error_file_summary() -> None:
+    """With @record, torchrun's summary carries the child's traceback indented under "traceback :"."""
+    text = log(
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  rank      : 0 (local_rank: 0)",
+        "  exitcode  : 1 (pid: 1234)",
+        "  traceback : Traceback (most recent call last):",
+        f'    File "{SP}/transformers/trainer.py", line 1909, in training_step',
+        "      loss = self.compute_loss(model, inputs)",
+        "  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 79.15 GiB",
+    )
+    f = parse_log_text(text)
+    assert (f.oom_kind, f.phase, f.requested_mib, f.frames) == (
+        "cuda_oom",
+        "first_batch",
+        1024.0,
+        ["training_step"],
+    )

@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from oomdoctor.facts.log_scan import Failure, Run, Snapshot
+from oomdoctor.facts.log_scan import FILE_LINE, FRAGMENT_LINE, Failure, Run, Snapshot, match_frame_line
 from oomdoctor.facts.log_tables import CodeRule, FrameRule, LocalText, Tables
 from oomdoctor.i18n import LANGS, MESSAGES
 
-_FILE_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+, in (?P<func>[^\s(]+)')
-_FRAGMENT_LINE = re.compile(r"^\s*line \d+, in (?P<func>[^\s(]+)\s*$")
+# IPython marks the running line of a frame "----> 1 trainer.train()" / "-> 1539 return inner_training_loop("
+# among numbered context lines ("   1537     x = 1"), which are not what ran.
+_IPYTHON_RUNNING = re.compile(r"^\s*-*>\s*\d+\s(?P<code>.*)$")
+_IPYTHON_CONTEXT = re.compile(r"^\s+\d+\s")
 _SKIP_LINE = re.compile(
     r"^\s*(?:Traceback \(most recent call last\)|During handling of the above exception|The above exception was"
     r"|\[\s*\.\.\.\s*\]|\.\.\.|[\^~]+)\s*:?\s*$"
@@ -60,19 +62,26 @@ def parse_frames(block: list[str]) -> list[Frame]:
     """Frames of a traceback block, outermost first; a bare source line becomes a frame with code only."""
     frames: list[Frame] = []
     current: Frame | None = None
+    ipython = False
     for line in block:
         if not line.strip() or _SKIP_LINE.match(line):
             continue
-        m = _FILE_LINE.match(line)
+        m = match_frame_line(line)
         if m:
-            current = Frame(m.group("path"), m.group("func"))
+            groups = m.groupdict()
+            func = groups.get("func")
+            ipython = m.re is not FILE_LINE and m.re is not FRAGMENT_LINE
+            # IPython names methods "Trainer.train": the function is the last part
+            current = Frame(groups.get("path"), func.rsplit(".", 1)[-1] if func else None)
             frames.append(current)
             continue
-        m = _FRAGMENT_LINE.match(line)
-        if m:
-            current = Frame(None, m.group("func"))
-            frames.append(current)
-            continue
+        if ipython:
+            running = _IPYTHON_RUNNING.match(line)
+            if running and current is not None:
+                current.code = running.group("code").strip()
+                continue
+            if _IPYTHON_CONTEXT.match(line):
+                continue
         code = line.strip()
         if current is not None and current.code is None:
             current.code = code

@@ -26,12 +26,32 @@ _EOL = r"[ \t]*(?:\r\n|[\r\n])(?:[ \t]*(?:\r\n|[\r\n]))*"
 _ONE_BAR = r"[ \t]*\d{1,3}%\|[^|\r\n]*\|[ \t]*\d+/\d+[ \t]*\[[^\]\r\n]*\]"
 _ONE_LOSS = r"\{'loss': [^\r\n{}]*\}"
 _PROGRESS_RUN = re.compile(rf"(?<![^\r\n])(?:(?:{_ONE_BAR}|{_ONE_LOSS}){_EOL}){{2,}}")
+# transformers' notebook progress (Jupyter), as copied from the output cell: "[ 29/50 02:54 < 02:06, 0.17 it/s, Epoch 0.56/1]"
+_NOTEBOOK_BAR = re.compile(
+    r"^\s*\[\s*(?P<n>\d+)/(?P<total>\d+) [\d:]+ < [\d:]+, [\d.]+ (?:it/s|s/it), Epoch [\d.]+/[\d.]+\]"
+)
 # "{'loss': '8.283', 'grad_norm': ...}" (transformers 5 prints strings, older prints numbers)
 _DICT_VALUE = re.compile(
     r"'(loss|eval_loss|train_runtime|train_loss|epoch)':\s*'?(-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))'?"
 )
-_FILE_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[^\s(]+)')
-_FRAGMENT_LINE = re.compile(r"^\s*line (?P<line>\d+), in (?P<func>[^\s(]+)\s*$")
+# Frame lines. Python: 'File "p.py", line 3, in f'; a cut excerpt may start at 'line 3, in f'. IPython /
+# Jupyter (cloud notebooks): 'File ~/x/trainer.py:1539, in Trainer.train(self, ...)' and 'Cell In[10], line 1',
+# with the running line marked '-> 1539 return ...' among numbered context lines.
+FILE_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[^\s(]+)')
+IPYTHON_FILE_LINE = re.compile(r"^\s*File (?P<path>[^\s\"].*?\.pyx?):(?P<line>\d+), in (?P<func>[^\s(]+)")
+IPYTHON_CELL_LINE = re.compile(r"^\s*Cell (?P<path>In\s*\[\d+\]), line (?P<line>\d+)")
+FRAGMENT_LINE = re.compile(r"^\s*line (?P<line>\d+), in (?P<func>[^\s(]+)\s*$")
+
+
+def match_frame_line(text: str) -> re.Match[str] | None:
+    """The frame header in a traceback line, in any of the forms above."""
+    if "File " in text:
+        return FILE_LINE.match(text) or IPYTHON_FILE_LINE.match(text)
+    if "line " in text:
+        return FRAGMENT_LINE.match(text) or IPYTHON_CELL_LINE.match(text)
+    return None
+
+
 _EXCEPTION_LINE = re.compile(
     r"^(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit|Failure)\b(?::|\s*$)"
 )
@@ -243,16 +263,21 @@ class LogScanner:
                 if rest.strip():
                     self._segment(key, rank, host, rest)
                 return
+        if ", Epoch " in text:
+            m = _NOTEBOOK_BAR.match(text)
+            if m:
+                self._bar("", int(m.group("n")), int(m.group("total")), m.group(0).strip())
+                run.last_content_was_traceback = False
+                return
         if "{'" in text and "':" in text and self._dict_line(text):
             run.last_content_was_traceback = False
             return
         # traceback structure
-        stripped = text.lstrip()
-        if stripped.startswith(TRACEBACK_HEADER):
+        if TRACEBACK_HEADER in text:  # Python's header, or IPython's "OutOfMemoryError    Traceback (...)"
             self._open_traceback(key, header=True)
             run.last_content_was_traceback = True
             return
-        frame = _FILE_LINE.match(text) or (_FRAGMENT_LINE.match(text) if "line " in text else None)
+        frame = match_frame_line(text)
         if frame is not None:
             tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
             tb.lines.append(text)
@@ -262,7 +287,9 @@ class LogScanner:
             return
         # out-of-memory forms (not in the source lines of an open traceback: `raise RuntimeError("No executable
         # batch size found ...")` is code; Python prints the error itself unindented)
-        in_traceback_code = text[:1].isspace() and key in run.open_tracebacks
+        in_traceback_code = (
+            text[:1].isspace() and key in run.open_tracebacks and not _EXCEPTION_LINE.match(text.lstrip())
+        )
         if not in_traceback_code and self.t.oom_hint.search(text):
             form = self._oom_form(text)
             if form is not None:
