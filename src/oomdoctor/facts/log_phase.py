@@ -215,8 +215,6 @@ def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = N
         if ctx in ("load", "eval", "save"):
             res.phase, res.confidence = ctx, "high"
             marker_evidence()
-            if ctx == "load" and snap.shards_incomplete:
-                res.confidence = "high"
         elif ctx == "zero_init":
             res.phase, res.confidence = "optimizer_step", "high"
             marker_evidence()

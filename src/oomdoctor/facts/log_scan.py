@@ -59,11 +59,8 @@ _LOG_RECORD = re.compile(
     r"^\s*(?:\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|\[\d{4}-\d\d-\d\d|\d{4}-\d\d-\d\d[ T]\d\d:|(?:INFO|WARNING|ERROR|DEBUG)[:\s])"
 )
 _ELISION = re.compile(r"^\s*(?:\[\s*(?:\.\.\.|…)\s*\]|\.\.\.|…)\s*$")
-_CARET_LINE = re.compile(r"^\s*[\^~]+\s*$")
 
-_BANNER_HINT = re.compile(
-    r" = |trainable params|Process rank|Gradient checkpointing enabled|\*\*\*\*\*|Training completed"
-)
+_BANNER_HINT = re.compile(r" = |trainable params|all params|Process rank|Gradient checkpointing enabled")
 _BANNER = {
     "instantaneous_batch_size": re.compile(r"Instantaneous batch size per device = ([\d,]+)"),
     "gradient_accumulation_steps": re.compile(r"Gradient Accumulation steps = ([\d,]+)"),
@@ -100,7 +97,6 @@ class Snapshot:
     loss_dicts: int = 0  # training loss dicts printed ({'loss': ...}): each follows a completed step
     training_started: bool = False
     eval_started: bool = False  # an evaluation began after training had started
-    shards_incomplete: bool = False  # an unfinished "Loading checkpoint shards" bar is the last load bar
     weights_loaded: bool = False
 
 
@@ -118,7 +114,6 @@ class Failure:
     host: str | None
     block: list[str]  # the traceback lines that led to it, outermost first
     snapshot: Snapshot
-    line_no: int
     pending_lines: int = 0  # continuation lines still to append to ``message``
     cut: bool = False  # a traceback without its error line
 
@@ -164,7 +159,6 @@ class Run:
     eval_loss: float | None = None
     train_runtime_s: float | None = None
     last_epoch: float | None = None
-    lines: int = 0
 
 
 class LogScanner:
@@ -175,7 +169,7 @@ class LogScanner:
         self.run = Run()
         self.last_failed: Run | None = None
         self.runs_seen = 1
-        self.line_no = 0
+        self.line_no = 0  # lines fed line by line (runs of progress lines count as a few)
 
     # ------------------------------------------------------------------ feeding
     def feed_text(self, text: str) -> None:
@@ -237,7 +231,6 @@ class LogScanner:
 
     def _segment(self, key: str, rank: int | None, host: str | None, text: str) -> None:
         run = self.run
-        run.lines += 1
         if not text.strip():
             self._blank(key)
             return
@@ -324,7 +317,6 @@ class LogScanner:
             if any(desc.startswith(b) for b in self.t.load_bars):
                 if "shard" in desc.lower():
                     run.loading_shards = True
-                snap.shards_incomplete = n < total
                 self._set_context("load", shown, None)
             return  # other described bars are data preparation
         # a bar of the known train total is the train bar; without one, any bar outside an evaluation
@@ -502,7 +494,6 @@ class LogScanner:
             host=host,
             block=block,
             snapshot=snap,
-            line_no=self.line_no,
             pending_lines=3 if form.kind == "cuda_oom" and "capac" not in text else 0,
         )
         if current is not None and current.kind == "killed" and current.line:
@@ -534,7 +525,6 @@ class LogScanner:
             host=None,
             block=tb.lines,
             snapshot=tb.snapshot,
-            line_no=self.line_no,
             cut=True,
         )
         if key and key.startswith("rank"):
