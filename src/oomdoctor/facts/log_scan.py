@@ -158,7 +158,6 @@ class Run:
     last_loss: float | None = None
     eval_loss: float | None = None
     train_runtime_s: float | None = None
-    last_epoch: float | None = None
 
 
 class LogScanner:
@@ -347,8 +346,6 @@ class LogScanner:
                 continue
         if not values:
             return False
-        if "epoch" in values:
-            run.last_epoch = values["epoch"]
         if "loss" in values:
             run.last_loss = values["loss"]
             snap.loss_dicts += 1
