@@ -351,5 +351,9 @@ class OomDoctorApp(App[int]):
         self.refresh_bindings()
 
     async def action_quit(self) -> None:
-        self.stop_trial()
         self.exit(0)
+
+    def exit(self, result: Any = None, return_code: int = 0, message: Any = None) -> None:
+        """However the app ends, the trial it launched is stopped with it (never any other process)."""
+        self.stop_trial()
+        super().exit(result, return_code, message)

@@ -196,7 +196,10 @@ def facts_rows(facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang) -> 
         rows.append((t("facts_eval", lang), eval_batch))
 
     rows.append((t("facts_gpu", lang), gpu_line(facts, lang)))
-    rows.append((t("facts_oom", lang), oom_summary(diagnosis, facts, lang)))
+    if diagnosis is None and facts is not None and facts.log is not None:
+        rows.append((t("facts_oom", lang), "…"))  # read, not yet diagnosed: say nothing rather than "no OOM"
+    else:
+        rows.append((t("facts_oom", lang), oom_summary(diagnosis, facts, lang)))
 
     est = facts.estimate if facts is not None else None
     if est is not None:
