@@ -92,6 +92,9 @@ def test_nvml_without_driver_is_a_state_not_a_crash() -> None:
     assert facts.available is False
     assert facts.reason == source.reason()
     assert facts.devices == []
+    # one language for screens, both in the facts (they travel in JSON)
+    zh, en = source.reason_in("zh"), source.reason_in("en")
+    assert zh and en and zh != en and facts.reason == f"{en} / {zh}"
 
 
 # --- NvmlSource logic against a scripted pynvml module ----------------------------------------------------

@@ -74,13 +74,16 @@ def bar(used: float | None, total: float | None, width: int = BAR_WIDTH) -> str:
     return "[" + "|" * filled + " " * (width - filled) + "]"
 
 
-def render_frame(frame: dict[str, Any], lang: Lang, interval_s: float | None = None) -> str:
+def render_frame(
+    frame: dict[str, Any], lang: Lang, interval_s: float | None = None, reason: str | None = None
+) -> str:
+    """The frame as text; ``reason`` is the no-GPU reason in ``lang`` when the source can say it so."""
     head = msg("watch_title", lang, time=frame["time"])
     if interval_s is not None:
         head += "  " + msg("watch_every", lang, interval=interval_s)
     lines = [head, ""]
     if not frame["gpu_available"]:
-        lines.append(msg("watch_no_gpu", lang, reason=frame["reason"] or "-"))
+        lines.append(msg("watch_no_gpu", lang, reason=reason or frame["reason"] or "-"))
     for g in frame["gpus"]:
         used, total = g["memory_used_mib"], g["memory_total_mib"]
         util = "-" if g["util_pct"] is None else f"{g['util_pct']:.0f}%"
@@ -131,7 +134,9 @@ def watch(
             if as_json:
                 out.write(json.dumps(frame, ensure_ascii=False) + "\n")
             else:
-                text = render_frame(frame, lang, None if once else interval_s)
+                reason_in = getattr(source, "reason_in", None)
+                reason = reason_in(lang) if callable(reason_in) and not frame["gpu_available"] else None
+                text = render_frame(frame, lang, None if once else interval_s, reason)
                 out.write((CLEAR + text + "\n") if redraw else (text + "\n\n"))
             out.flush()
             shown += 1

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from oomdoctor.facts.types import GpuDevice, GpuFacts, GpuProcess
-from oomdoctor.i18n import msg
+from oomdoctor.i18n import Lang, msg
 
 MIB = 1024 * 1024
 
@@ -147,6 +147,8 @@ class NvmlSource:
         self._tried = False
         self._nvml: Any = None
         self._reason: str | None = None
+        self._reason_key: str | None = None
+        self._reason_fields: dict[str, Any] = {}
         self._handles: list[tuple[int, int | None, Any]] = []  # (cuda index, nvml index, handle)
 
     # Lazy init -------------------------------------------------------------------------------------------
@@ -158,26 +160,33 @@ class NvmlSource:
             try:
                 import pynvml
             except ImportError:
-                self._reason = msg("gpu_no_pynvml", None)
+                self._set_reason("gpu_no_pynvml")
                 return False
             try:
                 pynvml.nvmlInit()
             except pynvml.NVMLError_LibraryNotFound:
-                self._reason = msg("gpu_no_driver_library", None)
+                self._set_reason("gpu_no_driver_library")
                 return False
             except pynvml.NVMLError_DriverNotLoaded:
-                self._reason = msg("gpu_driver_not_loaded", None)
+                self._set_reason("gpu_driver_not_loaded")
                 return False
             except pynvml.NVMLError as err:
-                self._reason = msg("gpu_nvml_failed", None, detail=_text(err))
+                self._set_reason("gpu_nvml_failed", detail=_text(err))
                 return False
             self._nvml = pynvml
             self._handles = self._visible_handles(pynvml)
             if not self._handles:
-                self._reason = msg(
-                    "gpu_none_visible", None, value=self._environ.get("CUDA_VISIBLE_DEVICES", "")
-                )
+                self._set_reason("gpu_none_visible", value=self._environ.get("CUDA_VISIBLE_DEVICES", ""))
             return True
+
+    def _set_reason(self, key: str, **fields: Any) -> None:
+        self._reason_key, self._reason_fields = key, fields
+        self._reason = msg(key, None, **fields)  # both languages: it travels in GpuFacts and JSON
+
+    def reason_in(self, lang: Lang) -> str | None:
+        """The reason in one language, for screens."""
+        self._ensure()
+        return msg(self._reason_key, lang, **self._reason_fields) if self._reason_key else None
 
     def _visible_handles(self, nvml: Any) -> list[tuple[int, int | None, Any]]:
         try:
