@@ -568,10 +568,12 @@ def run_trial(
 
     timed_out = stopped = interrupted = False
     survivors = 0
+    ended: float | None = None
     try:
         while True:
             try:
                 proc.wait(timeout=0.2)
+                ended = time.monotonic()  # the command's own end, before any clean-up of leftovers
                 break
             except subprocess.TimeoutExpired:
                 pass
@@ -588,7 +590,7 @@ def run_trial(
         stopped = interrupted = True
     finally:
         survivors = _stop_everything(proc, tree, grace_s)
-        wall_s = time.monotonic() - started
+        wall_s = (ended if ended is not None else time.monotonic()) - started
         sampler.stop()
         streamer.join(timeout_s=10)
 
