@@ -100,3 +100,52 @@ def test_dev_case_numbers_are_read() -> None:
     two = parse_log_text(by_id["lf-4652-two-processes-one-gpu"]["log_excerpt"])
     assert [(p.pid, p.used_mib) for p in two.other_processes] == [(149826, 17387.52)]
     assert two.requested_mib == 136.0  # the first of the two messages on that line
+
+
+def _case_config(fields: dict[str, Any]) -> dict[str, Any]:
+    """The config fields a reporter gave, as far as they are plain values (prose like "(none)" is dropped)."""
+    plain: dict[str, Any] = {}
+    for key, value in (fields or {}).items():
+        if isinstance(value, bool | int | float):
+            plain[key] = value
+        elif isinstance(value, str) and value and " " not in value and not value.startswith("("):
+            plain[key] = value
+    return plain
+
+
+@pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
+def test_diagnosis_on_dev_cases_locates_or_asks() -> None:
+    """What the product answers with everything a reporter gave (config fields + log): the phase is right,
+    or it is unknown and the phase question is asked. A wrong phase is worse than a question."""
+    from oomdoctor.errors import BadInput
+    from oomdoctor.facts.config import config_from_mapping
+    from oomdoctor.rules.engine import diagnose
+    from oomdoctor.rules.facts import Facts
+
+    correct = asked = wrong = 0
+    print()
+    for case in _load_cases():
+        excerpt = case.get("log_excerpt") or ""
+        log = parse_log_text(excerpt) if has_log_text(excerpt) else None
+        try:
+            config = config_from_mapping(_case_config(case.get("config")), path=case["id"])
+        except BadInput:
+            config = None
+        diagnosis = diagnose(Facts(config=config, log=log))
+        label = case["phase"]
+        expected = LABEL_TO_PHASE.get(label, label)
+        if diagnosis.phase == expected or (label == "other" and diagnosis.phase == "unknown"):
+            verdict = "ok"
+            correct += 1
+        elif diagnosis.phase == "unknown" and any(q.key == "phase" for q in diagnosis.questions):
+            verdict = "asks"
+            asked += 1
+        else:
+            verdict = "WRONG"
+            wrong += 1
+        rule = diagnosis.proposal.rule if diagnosis.proposal else "-"
+        print(f"{verdict:5}  {case['id']:50}  {label:22}  {diagnosis.phase:14}  {rule}")
+    total = correct + asked + wrong
+    print(f"located {correct}/{total}, asked {asked}, wrong {wrong}")
+    assert correct * 100 >= total * REQUIRED_SCORE * 100 - 100 * asked, "too few located or asked"
+    assert wrong * 100 <= total * 15, f"{wrong} wrong phases out of {total}"

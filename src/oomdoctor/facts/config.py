@@ -449,6 +449,7 @@ def config_from_mapping(
         use_unsloth_gc=c.flag("use_unsloth_gc"),
         output_dir=c.text("output_dir"),
         do_train=c.flag("do_train"),
+        evaluation_only=c.given("task") or (c.flag("do_predict") and not c.flag("do_train")),
         unknown_keys=unknown,
     )
 

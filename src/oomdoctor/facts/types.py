@@ -113,6 +113,9 @@ class ConfigFacts:
     unknown_keys: list[str] = field(default_factory=list)  # kept and reported, never fatal
     deepspeed_path: str | None = None  # absolute path of the DeepSpeed JSON that was read, if any
     do_train: bool = False  # do_train as written (LLaMA-Factory's default is False)
+    # An evaluation-only run: `llamafactory-cli eval` arguments (task/n_shot) or do_predict without do_train.
+    # Anything that runs out after loading in such a run runs out in the eval phase.
+    evaluation_only: bool = False
 
 
 @dataclass

@@ -20,7 +20,7 @@ DERIVED_FACTS: dict[str, str] = {
     "(the user came with an OOM), or the user answered the phase",
     "phase": "where memory ran out: answers.phase, else the log's phase, else load when the weights never "
     "loaded, else unknown",
-    "phase_source": "answer / log / weights_loaded / none",
+    "phase_source": "answer / log / weights_loaded / config / none",
     "weights_loaded": "the weights finished loading: answers.weights_loaded, else the log (None: unknown)",
     "memory_kind": "gpu (the memory the training step computes in: the GPU's, or PyTorch's CPU allocator "
     "inside a step of a CPU-only run) or host (system RAM: Killed, mmap, MemoryError): answers.memory_kind, "
@@ -101,6 +101,9 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
         return log.phase, "log"
     if weights_loaded is False:
         return "load", "weights_loaded"
+    config = facts.config
+    if config is not None and config.evaluation_only and log_failed(facts) and weights_loaded is not False:
+        return "eval", "config"  # nothing but evaluation runs after the weights load
     return "unknown", "none"
 
 
