@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oomdoctor.diagnosis import Diagnosis
 from oomdoctor.errors import BadInput
@@ -38,15 +38,21 @@ def gather(
     answers: Mapping[str, str] | None = None,
     gpu_source: GpuSource | None = None,
     longest_tokens: int | None = None,
+    eval_longest_tokens: int | None = None,
+    lengths_file: str | os.PathLike[str] | None = None,
     gpu_total_mib: float | None = None,
 ) -> Facts:
-    """Read every fact we can: config, log, GPU, model shape, and the estimate built on them."""
+    """Read every fact we can: config, log, GPU, model shape, and the estimate built on them.
+
+    Real sample lengths come from a file saved by ``oomdoctor lengths --json`` or from the user's own
+    numbers (``longest_tokens`` wins over the file's); measuring them here would import the training stack.
+    """
     from oomdoctor.estimate import estimate
     from oomdoctor.facts.config import read_config
+    from oomdoctor.facts.dataset import known_lengths
     from oomdoctor.facts.gpu import read_gpu
     from oomdoctor.facts.log import read_log
     from oomdoctor.facts.model import read_model
-    from oomdoctor.facts.types import DataFacts
     from oomdoctor.rules.facts import Facts
 
     if config_path is None and log_path is None:
@@ -63,9 +69,7 @@ def gather(
         total_mib = gpu.first.total_mib
 
     model = read_model(config) if config is not None else None
-    data = None
-    if longest_tokens is not None:
-        data = DataFacts(source="given", max_tokens=longest_tokens)
+    data = known_lengths(lengths_file, longest_tokens, eval_longest_tokens)
     est = None
     if config is not None and model is not None and model.hidden_size:
         est = estimate(config, model, data=data, gpu_total_mib=total_mib)
@@ -85,21 +89,12 @@ def gather(
 def run_diagnosis(
     config_path: str | os.PathLike[str] | None = None,
     log_path: str | os.PathLike[str] | None = None,
-    *,
-    answers: Mapping[str, str] | None = None,
-    gpu_source: GpuSource | None = None,
-    longest_tokens: int | None = None,
-    gpu_total_mib: float | None = None,
+    **inputs: Any,
 ) -> Diagnosis:
-    """Read the facts and walk the decision nodes: the whole of ``oomdoctor diagnose``."""
+    """Read the facts and walk the decision nodes: the whole of ``oomdoctor diagnose``.
+
+    ``inputs`` are ``gather``'s keyword arguments (answers, gpu_source, longest_tokens, ...).
+    """
     from oomdoctor.rules.engine import diagnose
 
-    facts = gather(
-        config_path,
-        log_path,
-        answers=answers,
-        gpu_source=gpu_source,
-        longest_tokens=longest_tokens,
-        gpu_total_mib=gpu_total_mib,
-    )
-    return diagnose(facts)
+    return diagnose(gather(config_path, log_path, **inputs))

@@ -322,6 +322,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "没有规则匹配这些事实;以上发现就是目前已知的信息。",
     },
     "r_patch_hint": {"en": "Write it into a new folder:", "zh": "写入新目录:"},
+    "lengths_file_bad": {
+        "en": "{path} is not a lengths file from `oomdoctor lengths --json` ({detail})",
+        "zh": "{path} 不是 `oomdoctor lengths --json` 生成的长度文件({detail})",
+    },
     "arg_positive_number": {"en": "expected a positive number, got {value!r}", "zh": "应为正数,收到 {value!r}"},
     "arg_positive_int": {"en": "expected a positive whole number, got {value!r}", "zh": "应为正整数,收到 {value!r}"},
     "gpu_no_pynvml": {"en": "nvidia-ml-py (pynvml) is not installed, so GPUs cannot be read", "zh": "未安装 nvidia-ml-py(pynvml),无法读取 GPU"},

@@ -84,6 +84,10 @@ async def test_demo_case_proposes_and_writes_a_batch_change(user_dir: Path, gpu_
         diagnosis = app.session.diagnosis
         assert diagnosis is not None and diagnosis.oom
         assert "demo case" in screen_text(app)
+        # the demo knows the course's measured lengths: batches pad to 960, not to cutoff_len
+        facts = app.session.facts
+        assert facts is not None and facts.data is not None and facts.data.max_tokens == 957
+        assert facts.estimate is not None and facts.estimate.padded_len == 960
         proposals = app.session.proposals
         assert proposals, "the demo case must lead to at least one proposal"
         # walk the alternatives with n to the one that changes the micro-batch, as a user would

@@ -11,6 +11,7 @@ import json
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from oomdoctor.commands._inputs import add_run_inputs, gather_kwargs, known_fact_words
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK
 from oomdoctor.i18n import Lang, msg, pick
 
@@ -18,69 +19,19 @@ if TYPE_CHECKING:
     from oomdoctor.diagnosis import Diagnosis, Proposal
 
 
-def _positive_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(msg("arg_positive_number", None, value=text)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(msg("arg_positive_number", None, value=text))
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(msg("arg_positive_int", None, value=text)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(msg("arg_positive_int", None, value=text))
-    return value
-
-
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", help="the LLaMA-Factory training YAML (or the WebUI's training_args.yaml)"
-    )
-    parser.add_argument(
-        "--log", help="the run's log: console capture, nohup.out, running_log.txt, trainer_log.jsonl"
-    )
-    parser.add_argument(
-        "--answer",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="answer a question the diagnosis asks, e.g. --answer phase=eval (repeatable)",
-    )
-    parser.add_argument(
-        "--gpu-mib",
-        type=_positive_number,
-        metavar="N",
-        help="the training card's memory in MiB, when neither the log nor NVML tells",
-    )
-    parser.add_argument(
-        "--longest-tokens",
-        type=_positive_int,
-        metavar="N",
-        help="the longest training sample in tokens (from `oomdoctor lengths`)",
-    )
+    add_run_inputs(parser)
     parser.add_argument("--json", action="store_true", help="print the diagnosis as one JSON object")
 
 
 def run(args: argparse.Namespace) -> int:
-    from oomdoctor.api import parse_answers, run_diagnosis
+    from oomdoctor.api import run_diagnosis
 
-    diagnosis = run_diagnosis(
-        args.config,
-        args.log,
-        answers=parse_answers(args.answer),
-        longest_tokens=args.longest_tokens,
-        gpu_total_mib=args.gpu_mib,
-    )
+    diagnosis = run_diagnosis(args.config, args.log, **gather_kwargs(args))
     if args.json:
         print(json.dumps(diagnosis.to_json(), ensure_ascii=False, indent=2))
     else:
-        print(report(diagnosis, args.lang, config=args.config, log=args.log, answers=args.answer))
+        print(report(diagnosis, args.lang, config=args.config, log=args.log, known=known_fact_words(args)))
     return EXIT_FAILED if diagnosis.oom else EXIT_OK
 
 
@@ -100,13 +51,12 @@ def _value(value: Any) -> str:
 
 
 def _patch_command(
-    proposal: Proposal, config: str | None, log: str | None, answers: list[str], first: bool
+    proposal: Proposal, config: str | None, log: str | None, known: list[str], first: bool
 ) -> str:
     words = ["oomdoctor", "patch", "--config", config or "<config.yaml>"]
     if log:
         words += ["--log", log]
-    for pair in answers:
-        words += ["--answer", pair]
+    words += known
     if not first:
         words += ["--rule", proposal.rule]
     words += ["--out", "<new folder>"]
@@ -147,11 +97,11 @@ def report(
     *,
     config: str | None = None,
     log: str | None = None,
-    answers: list[str] | None = None,
+    known: list[str] | None = None,
 ) -> str:
     """The diagnosis as text a person reads in a terminal, in ``lang``."""
     d = diagnosis
-    answers = answers or []
+    known = known or []
     out: list[str] = []
     if not d.oom:
         out.append(msg("r_no_oom", lang))
@@ -192,7 +142,7 @@ def report(
             out += [
                 "",
                 msg("r_patch_hint", lang),
-                f"  {_patch_command(d.proposal, config, log, answers, True)}",
+                f"  {_patch_command(d.proposal, config, log, known, True)}",
             ]
     elif d.oom:
         out += ["", msg("r_no_proposal" if d.questions else "r_no_rule", lang)]
@@ -201,5 +151,5 @@ def report(
         for alt in d.alternatives:
             out.append(f"  - {pick(alt.title, lang)}   [{alt.rule}]")
             if not alt.manual:
-                out.append(f"      {_patch_command(alt, config, log, answers, False)}")
+                out.append(f"      {_patch_command(alt, config, log, known, False)}")
     return "\n".join(out)

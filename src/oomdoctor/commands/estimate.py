@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from oomdoctor.commands._inputs import positive_int, positive_number
 from oomdoctor.errors import EXIT_OK
 from oomdoctor.i18n import Lang, msg
 
@@ -21,34 +22,15 @@ if TYPE_CHECKING:
 FIT_MARGIN = 0.9  # the fitting micro-batch keeps nvidia-smi's high end under 90 % of the card
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(msg("est_arg_positive", None, value=text)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(msg("est_arg_positive", None, value=text))
-    return value
-
-
-def _positive_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(msg("est_arg_positive", None, value=text)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(msg("est_arg_positive", None, value=text))
-    return value
-
-
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="the LLaMA-Factory training YAML")
-    parser.add_argument("--longest-tokens", type=_positive_int, metavar="N",
+    parser.add_argument("--longest-tokens", type=positive_int, metavar="N",
                         help="the longest training sample in tokens (from `oomdoctor lengths`)")
-    parser.add_argument("--eval-longest-tokens", type=_positive_int, metavar="N",
+    parser.add_argument("--eval-longest-tokens", type=positive_int, metavar="N",
                         help="the longest eval sample in tokens (default: as long as training)")
+    parser.add_argument("--lengths", metavar="FILE", help="real sample lengths saved by `oomdoctor lengths --json > FILE`")
     card = parser.add_mutually_exclusive_group()
-    card.add_argument("--gpu-mib", type=_positive_number, metavar="N", help="the card's memory in MiB")
+    card.add_argument("--gpu-mib", type=positive_number, metavar="N", help="the card's memory in MiB")
     card.add_argument("--gpu", metavar="NAME", help='a card name, e.g. "V100-32GB", "RTX 4090", "A100-80GB"')
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -75,16 +57,14 @@ def build(args: argparse.Namespace) -> tuple[ConfigFacts, ModelFacts, Estimate, 
     from oomdoctor.errors import BadInput
     from oomdoctor.estimate import accumulation_for, estimate, largest_fitting_micro_batch
     from oomdoctor.facts.config import read_config
+    from oomdoctor.facts.dataset import known_lengths
     from oomdoctor.facts.model import read_model
-    from oomdoctor.facts.types import DataFacts
 
     config = read_config(args.config)
     model = read_model(config)
     if not model.hidden_size:
         raise BadInput(msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json"))
-    data = None
-    if args.longest_tokens or args.eval_longest_tokens:
-        data = DataFacts(source="given", max_tokens=args.longest_tokens, eval_max_tokens=args.eval_longest_tokens)
+    data = known_lengths(args.lengths, args.longest_tokens, args.eval_longest_tokens)
     card_name, total_mib = _card(args)
     result = estimate(config, model, data=data, gpu_total_mib=total_mib)
     extra: dict[str, Any] = {"card": card_name, "fit_margin": FIT_MARGIN}

@@ -11,23 +11,14 @@ import json
 import sys
 import time
 
+from oomdoctor.commands._inputs import positive_int
 from oomdoctor.errors import EXIT_OK
 from oomdoctor.i18n import Lang, msg
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(msg("est_arg_positive", None, value=text)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(msg("est_arg_positive", None, value=text))
-    return value
-
-
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="the LLaMA-Factory training YAML")
-    parser.add_argument("--cutoff", type=_positive_int, metavar="N",
+    parser.add_argument("--cutoff", type=positive_int, metavar="N",
                         help="count samples this cutoff_len would cut (default: the config's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oomdoctor.commands._inputs import add_run_inputs, gather_kwargs
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK, BadInput
 from oomdoctor.i18n import msg, pick
 
@@ -18,19 +19,7 @@ if TYPE_CHECKING:
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", required=True, help="the LLaMA-Factory training YAML that ran out of memory"
-    )
-    parser.add_argument(
-        "--log", help="its log: console capture, nohup.out, running_log.txt, trainer_log.jsonl"
-    )
-    parser.add_argument(
-        "--answer",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="answer a question the diagnosis asks (repeatable)",
-    )
+    add_run_inputs(parser, config_required=True)
     parser.add_argument("--out", required=True, help="new folder to write (must not exist)")
     parser.add_argument("--rule", help="write this alternative instead of the first proposal (its rule id)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -83,15 +72,14 @@ def _nothing_to_write(diagnosis: Diagnosis, proposal: Proposal | None, lang: Any
 
 
 def run(args: argparse.Namespace) -> int:
-    from oomdoctor.api import parse_answers, run_diagnosis
+    from oomdoctor.api import run_diagnosis
     from oomdoctor.patch import write_patched_config
 
     lang = args.lang
     out = Path(args.out).expanduser()
     if out.exists() or out.is_symlink():  # before the diagnosis, which may take a while
         raise BadInput(msg("out_exists", None, path=out.absolute()))
-    answers = parse_answers(args.answer)
-    diagnosis = run_diagnosis(args.config, args.log, answers=answers)
+    diagnosis = run_diagnosis(args.config, args.log, **gather_kwargs(args))
     proposal = choose_proposal(diagnosis, args.rule)
     if proposal is None or not _writable(proposal):
         return _nothing_to_write(diagnosis, proposal, lang, args.json)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from oomdoctor.commands._inputs import add_known_facts, gather_kwargs
 from oomdoctor.errors import EXIT_OK, BadInput
 from oomdoctor.i18n import msg
 
@@ -14,6 +15,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log", help="training log: console capture, nohup.out, running_log.txt, trainer_log.jsonl"
     )
+    add_known_facts(parser)
     parser.add_argument(
         "--trial-steps",
         type=int,
@@ -40,6 +42,6 @@ def run(args: argparse.Namespace) -> int:
     config = check_file(getattr(args, "config", None), "config", "配置")
     log = check_file(getattr(args, "log", None), "log", "日志")
     steps = getattr(args, "trial_steps", None) or DEFAULT_TRIAL_STEPS
-    app = build_app(config, log, args.lang, trial_steps=steps)
+    app = build_app(config, log, args.lang, trial_steps=steps, known=gather_kwargs(args))
     result = app.run()
     return int(result) if result is not None else EXIT_OK

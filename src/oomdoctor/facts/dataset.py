@@ -229,3 +229,37 @@ def token_lengths(
             else:
                 eval_lengths = (eval_lengths or []) + lengths
     return summarise(train_lengths, eval_lengths, cutoff, source="tokenized")
+
+
+def read_lengths_file(path: str | Path) -> DataFacts:
+    """Lengths saved earlier with ``oomdoctor lengths --json > FILE``: measuring is slow, reading is not."""
+    import json
+
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(msg("file_missing", None, what="lengths file", what_zh="长度文件", path=str(p)))
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BadInput(msg("lengths_file_bad", None, path=str(p), detail=str(err).splitlines()[0])) from None
+    fields = {f.name for f in dataclasses.fields(DataFacts)}
+    if not isinstance(raw, dict) or not isinstance(raw.get("max_tokens"), int) or raw["max_tokens"] <= 0:
+        raise BadInput(msg("lengths_file_bad", None, path=str(p), detail="no positive max_tokens"))
+    return DataFacts(**{k: v for k, v in raw.items() if k in fields})
+
+
+def known_lengths(
+    lengths_file: str | Path | None = None,
+    longest_tokens: int | None = None,
+    eval_longest_tokens: int | None = None,
+) -> DataFacts | None:
+    """The real lengths the user gave us: a saved lengths file, overridden by numbers typed in; None if neither."""
+    data = read_lengths_file(lengths_file) if lengths_file is not None else None
+    if longest_tokens is None and eval_longest_tokens is None:
+        return data
+    base = data or DataFacts(source="given")
+    return dataclasses.replace(
+        base,
+        max_tokens=longest_tokens or base.max_tokens,
+        eval_max_tokens=eval_longest_tokens or base.eval_max_tokens,
+    )

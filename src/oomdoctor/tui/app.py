@@ -159,7 +159,7 @@ class OomDoctorApp(App[int]):
         from oomdoctor.api import gather
         from oomdoctor.rules.engine import diagnose
 
-        facts = gather(config, log, gpu_source=self.gpu_source)
+        facts = gather(config, log, gpu_source=self.gpu_source, **self.session.known)
         self.post_message(self.RunLoaded(config, log, facts))
         self.post_message(self.DiagnosisReady(facts, diagnose(facts)))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oomdoctor.i18n import Lang, default_lang
 from oomdoctor.resources import configs_dir
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 # The bundled demo case: the course config and a log of its out-of-memory run.
 DEMO_CONFIG = "keywords_clean_train.yaml"
 DEMO_LOG = "demo/train.log"
+# The course measured the real lengths of its data (chapter 30): the demo knows them as the user would.
+DEMO_LENGTHS = "demo/lengths.json"
 # Update steps of a short trial: the same as ``oomdoctor trial``'s default, so trials started here and
 # there compare (compare_trials flags trials run for different step counts). The trial sets eval and save
 # steps to this number, so every phase is passed once.
@@ -27,6 +29,11 @@ DEFAULT_TRIAL_STEPS = 50
 def demo_paths() -> tuple[Path, Path]:
     base = configs_dir()
     return base / DEMO_CONFIG, base / DEMO_LOG
+
+
+def demo_known() -> dict[str, Any]:
+    """What the demo's user knows beyond the files (``api.gather`` keywords)."""
+    return {"lengths_file": configs_dir() / DEMO_LENGTHS}
 
 
 def build_app(
@@ -41,9 +48,11 @@ def build_app(
     demo: bool = False,
     scan_at_start: bool = True,
     trial_steps: int = DEFAULT_TRIAL_STEPS,
+    known: dict[str, Any] | None = None,
 ) -> OomDoctorApp:
     """The app for one session. With neither ``config`` nor ``log`` (and not ``demo``) it scans ``cwd``
-    for runs and opens the newest (``scan_at_start``), else shows the picker."""
+    for runs and opens the newest (``scan_at_start``), else shows the picker. ``known`` holds what the
+    user told us beyond the files (``api.gather`` keywords such as ``lengths_file``)."""
     from oomdoctor.tui.app import OomDoctorApp
     from oomdoctor.tui.session import Session
 
@@ -63,6 +72,7 @@ def build_app(
         config=Path(config) if config is not None else None,
         log=Path(log) if log is not None else None,
         is_demo=demo,
+        known=demo_known() if demo else dict(known or {}),
     )
     return OomDoctorApp(
         session=session,

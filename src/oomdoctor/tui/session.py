@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oomdoctor.i18n import Lang
+from oomdoctor.tui.factory import demo_known
 from oomdoctor.tui.render import proposals_of
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ class Session:
     scan: ScanResult | None = None
     loading: bool = False
     parent_trial: Path | None = None  # set by open_run when the run is a trial's
+    # What the user told us beyond the files (api.gather keywords: lengths_file, longest_tokens, answers...).
+    # It belongs to the run it came with: opening another run forgets it.
+    known: dict[str, Any] = field(default_factory=dict)
 
     def open_run(self, config: Path | None, log: Path | None, *, is_demo: bool = False) -> None:
         """Forget the previous run's diagnosis (history stays: it is the session's). A trial's config is
@@ -63,6 +67,8 @@ class Session:
         from oomdoctor.discover import trial_origin
 
         self.parent_trial = None
+        if (config, log, is_demo) != (self.config, self.log, self.is_demo):
+            self.known = demo_known() if is_demo else {}
         if config is not None:
             config, self.parent_trial = trial_origin(config)
         self.config, self.log, self.is_demo = config, log, is_demo

@@ -1,0 +1,101 @@
+"""Arguments that several verbs share: what the run was (config, log), what the user knows that the files
+do not say (answers, the card, the real sample lengths), and argparse types for them.
+
+``diagnose``, ``patch`` and ``tui`` read a run the same way, so they register the same arguments here and
+hand ``gather_kwargs(args)`` to ``oomdoctor.api``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from oomdoctor.i18n import msg
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(msg("arg_positive_int", None, value=text)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(msg("arg_positive_int", None, value=text))
+    return value
+
+
+def positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(msg("arg_positive_number", None, value=text)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(msg("arg_positive_number", None, value=text))
+    return value
+
+
+def add_run_inputs(parser: argparse.ArgumentParser, *, config_required: bool = False) -> None:
+    """--config/--log and the facts a user may add: --answer, --gpu-mib, --longest-tokens, --lengths."""
+    parser.add_argument(
+        "--config",
+        required=config_required,
+        help="the LLaMA-Factory training YAML (or the WebUI's training_args.yaml)",
+    )
+    parser.add_argument(
+        "--log", help="the run's log: console capture, nohup.out, running_log.txt, trainer_log.jsonl"
+    )
+    add_known_facts(parser)
+
+
+def add_known_facts(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="answer a question the diagnosis asks, e.g. phase=eval (repeatable)",
+    )
+    parser.add_argument(
+        "--gpu-mib", type=positive_number, metavar="N", help="the card's memory in MiB, when no log or NVML says it"
+    )
+    parser.add_argument(
+        "--longest-tokens", type=positive_int, metavar="N", help="the real longest training sample, in tokens"
+    )
+    parser.add_argument(
+        "--eval-longest-tokens", type=positive_int, metavar="N", help="the real longest validation sample, in tokens"
+    )
+    parser.add_argument(
+        "--lengths",
+        metavar="FILE",
+        help="real sample lengths saved by `oomdoctor lengths --json > FILE`",
+    )
+
+
+def gather_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Keyword arguments for ``oomdoctor.api.gather`` / ``run_diagnosis`` from the shared arguments."""
+    from oomdoctor.api import parse_answers
+
+    return {
+        "answers": parse_answers(getattr(args, "answer", None)),
+        "gpu_total_mib": getattr(args, "gpu_mib", None),
+        "longest_tokens": getattr(args, "longest_tokens", None),
+        "eval_longest_tokens": getattr(args, "eval_longest_tokens", None),
+        "lengths_file": getattr(args, "lengths", None),
+    }
+
+
+def known_fact_words(args: argparse.Namespace) -> list[str]:
+    """The shared arguments as command-line words, to print a follow-up command (``oomdoctor patch ...``)
+    that sees exactly the facts this one saw."""
+    words: list[str] = []
+    for pair in getattr(args, "answer", None) or []:
+        words += ["--answer", pair]
+    for flag, name in (
+        ("--gpu-mib", "gpu_mib"),
+        ("--longest-tokens", "longest_tokens"),
+        ("--eval-longest-tokens", "eval_longest_tokens"),
+        ("--lengths", "lengths"),
+    ):
+        value = getattr(args, name, None)
+        if value is not None:
+            words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return words
