@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from oomdoctor.datafiles import load_data_file
 from oomdoctor.errors import BadInput
 from oomdoctor.i18n import msg
 
@@ -23,11 +24,7 @@ class Card:
 
 @lru_cache(maxsize=1)
 def _cards() -> dict[str, Any]:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with _CARDS_PATH.open(encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
+    return load_data_file(_CARDS_PATH)
 
 
 def _normalise(text: str) -> str:

@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from oomdoctor.datafiles import load_data_file
 from oomdoctor.errors import BadInput
 from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
@@ -66,11 +67,7 @@ _ALL_LINEARS = ("q", "k", "v", "o", "gate", "up", "down")
 @lru_cache(maxsize=1)
 def constants() -> dict[str, Any]:
     """The memory model's numbers (memory_model.yaml), read once."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with _MODEL_PATH.open(encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
+    return load_data_file(_MODEL_PATH)
 
 
 def round_up(value: int, multiple: int) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from oomdoctor.datafiles import load_data_file, load_yaml_text
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import msg
@@ -31,8 +32,7 @@ _SNIFF_BYTES = 8192
 @functools.lru_cache(maxsize=1)
 def lf_knowledge() -> dict[str, Any]:
     """The parsed ``lf_defaults.yaml``: defaults, known keys, DeepSpeed naming, path keys."""
-    with _KNOWLEDGE_FILE.open(encoding="utf-8") as f:
-        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # C loader when built
+    return load_data_file(_KNOWLEDGE_FILE)
 
 
 def lf_defaults() -> dict[str, Any]:
@@ -87,7 +87,7 @@ def load_yaml_mapping(path: str | os.PathLike[str]) -> dict[str, Any]:
     p = Path(path)
     text = read_config_text(p)
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml_text(text)
     except yaml.YAMLError as err:
         raise BadInput(msg("yaml_malformed", None, path=p, detail=yaml_error_line(err))) from None
     if raw is None:

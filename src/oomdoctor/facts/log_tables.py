@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oomdoctor.datafiles import load_data_file
+
 MARKERS_FILE = Path(__file__).with_name("log_markers.yaml")
 
 LocalText = dict[str, str]
@@ -93,11 +95,7 @@ def _any_of(patterns: list[str]) -> re.Pattern[str]:
 @functools.lru_cache(maxsize=1)
 def tables() -> Tables:
     """Load and compile log_markers.yaml (once per process)."""
-    import yaml
-
-    # the C loader when PyYAML has it (ten times faster at start-up); both are the safe loader
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    raw = yaml.load(MARKERS_FILE.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+    raw = load_data_file(MARKERS_FILE)
     forms = tuple(
         OomForm(
             kind=f["kind"],

@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from oomdoctor.datafiles import load_data_file
 from oomdoctor.facts.types import ConfigFacts, ModelFacts
 
 _TABLE_PATH = Path(__file__).with_name("model_table.yaml")
@@ -24,11 +25,7 @@ _TABLE_PATH = Path(__file__).with_name("model_table.yaml")
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with _TABLE_PATH.open(encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
+    return load_data_file(_TABLE_PATH)
 
 
 def family_traits(model_type: str | None) -> dict[str, Any]:
