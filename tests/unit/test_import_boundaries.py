@@ -51,3 +51,16 @@ def test_tui_does_not_import_training_stack() -> None:
     loaded = _loaded_after("import oomdoctor.tui.app")
     assert "textual" in loaded
     assert not loaded & set(HEAVY)
+
+
+def test_import_linter_contract_is_kept() -> None:
+    """The same boundary as a static contract (pyproject.toml [tool.importlinter]), over every import."""
+    from pathlib import Path
+
+    lint = Path(sys.executable).parent / "lint-imports"
+    if not lint.exists():
+        pytest.skip("import-linter is not installed (dev extra)")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([str(lint)], cwd=root, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-2000:]
+    assert "1 kept, 0 broken" in out.stdout
