@@ -287,10 +287,13 @@ MESSAGES: dict[str, dict[str, str]] = {
     "r_oom": {"en": "Out of memory at {phase}: {cause}.", "zh": "在{phase}时内存不足:{cause}。"},
     "r_oom_step": {"en": "Out of memory at step {step}, {phase}: {cause}.", "zh": "第 {step} 步、{phase}时内存不足:{cause}。"},
     "r_no_oom": {"en": "No out-of-memory in this log.", "zh": "日志中没有内存不足。"},
-    "r_numbers": {
-        "en": "Tried to allocate {requested} MiB; card {capacity} MiB, free {free} MiB, reserved but unallocated {reserved} MiB.",
-        "zh": "申请 {requested} MiB;显卡 {capacity} MiB,空闲 {free} MiB,已预留未分配 {reserved} MiB。",
-    },
+    # The OOM message's numbers, each only when the log gave it (a CPU OOM names no card).
+    "r_num_requested": {"en": "Tried to allocate {mib} MiB", "zh": "申请 {mib} MiB"},
+    "r_num_capacity": {"en": "card {mib} MiB", "zh": "显卡 {mib} MiB"},
+    "r_num_free": {"en": "free {mib} MiB", "zh": "空闲 {mib} MiB"},
+    "r_num_reserved": {"en": "reserved but unallocated {mib} MiB", "zh": "已预留未分配 {mib} MiB"},
+    "r_numbers_sep": {"en": "; ", "zh": ";"},
+    "r_numbers_end": {"en": ".", "zh": "。"},
     "r_findings": {"en": "What the files show", "zh": "从文件中看到"},
     "r_proposal": {"en": "Change one thing", "zh": "只改一项"},
     "r_manual": {

@@ -64,3 +64,4 @@ def test_import_linter_contract_is_kept() -> None:
     out = subprocess.run([str(lint)], cwd=root, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-2000:]
     assert "1 kept, 0 broken" in out.stdout
+

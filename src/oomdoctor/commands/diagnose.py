@@ -111,17 +111,18 @@ def report(
             out.append(msg("r_oom_step", lang, step=d.step, phase=phase, cause=cause))
         else:
             out.append(msg("r_oom", lang, phase=phase, cause=cause))
-    if d.requested_mib is not None or d.capacity_mib is not None:
-        out.append(
-            msg(
-                "r_numbers",
-                lang,
-                requested=_mib(d.requested_mib),
-                capacity=_mib(d.capacity_mib),
-                free=_mib(d.free_mib),
-                reserved=_mib(d.reserved_unallocated_mib),
-            )
+    numbers = [
+        msg(key, lang, mib=_mib(value))
+        for key, value in (
+            ("r_num_requested", d.requested_mib),
+            ("r_num_capacity", d.capacity_mib),
+            ("r_num_free", d.free_mib),
+            ("r_num_reserved", d.reserved_unallocated_mib),
         )
+        if value is not None
+    ]
+    if numbers:
+        out.append(msg("r_numbers_sep", lang).join(numbers) + msg("r_numbers_end", lang))
     # What a guard skipped is shown with the proposal ("Already on"); list it here only without one.
     shown = [f for f in d.findings if d.proposal is None or not f.id.startswith("guard.")]
     if shown:
