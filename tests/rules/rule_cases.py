@@ -86,6 +86,8 @@ def facts_from_case(case: dict[str, Any]) -> Facts:
 
     text = log_of(case)
     log = parse_log_text(text) if text is not None else None
+    if log is not None and case.get("log_card_name"):
+        log.card_name = case["log_card_name"]  # what the log reader reads from a pasted nvidia-smi table
     world_size = case.get("world_size") or (log.world_size if log is not None else None)
     raw = config_of(case)
     config = config_from_mapping(raw, world_size=world_size) if raw is not None else None

@@ -155,5 +155,6 @@ def test_report_lists_questions_with_answer_hints(
     text = capsys.readouterr().out
     assert code == 1
     assert "--answer phase=<load|first_batch|long_sample|eval|save|optimizer_step>" in text
-    assert "--answer weights_loaded=<yes|no>" in text
+    # One tier at a time: the phase settles whether the weights loaded; which memory comes next.
+    assert "--answer weights_loaded=" not in text and "--answer memory_kind=" not in text
     assert ("训练在哪一步停下" if lang == "zh" else "At which point did it stop?") in text

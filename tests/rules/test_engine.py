@@ -348,7 +348,8 @@ def test_without_log_the_phase_is_asked() -> None:
     d = diagnose(Facts(config=course()))
     assert d.oom and d.phase == "unknown" and d.proposal is None
     keys = [q.key for q in d.questions]
-    assert keys[:2] == ["phase", "weights_loaded"]
+    # Only the phase: its answer settles whether the weights loaded, and which memory is asked next.
+    assert keys == ["phase"]
     phase_q = d.questions[0]
     assert phase_q.allowed == ["load", "first_batch", "long_sample", "eval", "save", "optimizer_step"]
     assert all(a.label["zh"] and a.label["en"] for a in phase_q.answers)
@@ -720,3 +721,151 @@ def test_every_dynamic_message_exists_in_both_languages() -> None:
         keys += [f"q_{question}"] + [f"q_{question}_{v}" for v in values]
     for key in keys:
         assert MESSAGES[key]["en"] and MESSAGES[key]["zh"], key
+
+
+# --- second pass: facts a pasted excerpt implies, questions one tier at a time, a proposal at every phase ---
+
+
+def test_fallback_node_must_be_manual_advice(tmp_path: Path) -> None:
+    err = load_error(tmp_path, {"a.yaml": VALID + "fallback: true\n"})
+    assert "fallback" in str(err)
+
+
+def test_fallback_is_offered_only_when_nothing_else_matches(tmp_path: Path) -> None:
+    fallback = (
+        VALID.replace("id: test.halve", "id: test.fallback")
+        .replace("change:\n  per_device_train_batch_size: {halve: true}\n", "manual: true\nfallback: true\n")
+        .replace("    - {fact: derived.micro_batch, gt: 1}", "    - {fact: derived.memory_kind, is: gpu}")
+        .replace("rank: 1", "rank: 99")
+        .replace('why: {en: "why {old.per_device_train_batch_size}"', 'why: {en: "why"')
+    )
+    folder = write_rules(tmp_path, {"a.yaml": VALID, "b.yaml": fallback})
+    rules = load_rules(folder)
+    answers = {"phase": "first_batch", "memory_kind": "gpu"}
+    d = diagnose(Facts(config=course(), answers=answers), rules)
+    assert rule_ids(d) == ["test.halve"]
+    d = diagnose(Facts(config=course(per_device_train_batch_size=1), answers=answers), rules)
+    assert rule_ids(d) == ["test.fallback"] and d.proposal.manual
+
+
+def test_world_size_from_the_lower_bounds_a_log_gives() -> None:
+    def world(**fields: Any) -> Any:
+        return diagnose(Facts(log=gpu_oom("first_batch", **fields))).facts["derived"]["world_size"]
+
+    assert world(gpu_index=5) == 6  # an OOM on "GPU 5": the process sees six or more cards
+    assert world(rank=2, gpu_index=0) == 3
+    banner = {"instantaneous_batch_size": 2, "gradient_accumulation_steps": 4, "total_train_batch_size": 64}
+    assert world(**banner) == 8
+    assert world(world_size=2, gpu_index=5) == 2  # the banner's own count wins
+    assert world(gpu_index=0) == 1
+
+
+def test_finetuning_type_a_pasted_excerpt_implies() -> None:
+    def kind(config: Any, log: LogFacts) -> Any:
+        return diagnose(Facts(config=config, log=log)).facts["derived"]["finetuning_type"]
+
+    partial = config_from_mapping({"per_device_train_batch_size": 1})
+    adam = gpu_oom("optimizer_step", requested_mib=3215.0)
+    assert kind(partial, adam) == "full"  # a 3 GiB Adam temporary is no adapter's
+    assert kind(partial, gpu_oom("optimizer_step", requested_mib=20.0)) == "lora"  # LLaMA-Factory's default
+    assert kind(course(), adam) == "lora"  # the user's config says so
+    shares = gpu_oom("first_batch", trainable_params=6_738_415_616, all_params=6_738_415_616)
+    assert kind(partial, shares) == "full"
+
+
+def test_card_bf16_from_a_card_name() -> None:
+    from oomdoctor.rules.derive import bf16_of_card_name
+
+    assert bf16_of_card_name("Tesla V100-SXM2-32GB") is False
+    assert bf16_of_card_name("V100") is False  # the family: both V100 sizes agree
+    assert bf16_of_card_name("NVIDIA A100-SXM4-80GB") is True
+    assert bf16_of_card_name("A100") is True
+    assert bf16_of_card_name("NVIDIA GeForce RTX 4090") is True
+    assert bf16_of_card_name("Quadro P9000") is None
+    assert bf16_of_card_name("16GB") is None  # a size names no card
+
+
+def test_cut_traceback_memory_kind() -> None:
+    def kind(phase: str, frames: list[str] | None = None) -> tuple[Any, Any]:
+        log = LogFacts(oom=False, phase=phase, traceback_cut=True, frames=frames or [])
+        d = diagnose(Facts(config=course(), log=log)).facts["derived"]
+        return d["memory_kind"], d["memory_kind_source"]
+
+    for phase in ("first_batch", "long_sample", "eval", "optimizer_step"):
+        assert kind(phase) == ("gpu", "traceback")
+    assert kind("load") == ("gpu", "assumed")
+    assert kind("save") == ("gpu", "assumed")
+    assert kind("save", ["save_model", "_alloc_padded_unsharded_flat_param"]) == ("gpu", "traceback")
+
+
+def test_questions_come_one_tier_at_a_time() -> None:
+    config = course(fp16=None, bf16=True, per_device_train_batch_size=1, gradient_accumulation_steps=32)
+    asked = [q.key for q in diagnose(Facts(config=config)).questions]
+    assert asked == ["phase"]
+    asked = [q.key for q in diagnose(Facts(config=config, answers={"phase": "first_batch"})).questions]
+    assert asked == ["memory_kind"]
+    answers = {"phase": "first_batch", "memory_kind": "gpu"}
+    d = diagnose(Facts(config=config, answers=answers))
+    assert [q.key for q in d.questions] == ["card_bf16"] and d.proposal is not None
+    assert d.questions[0].asked_by == "precision.bf16_on_card_without_bf16"  # what "no" would propose
+    d = diagnose(Facts(config=config, answers={**answers, "card_bf16": "no"}))
+    assert d.questions == [] and d.proposal.rule == "precision.bf16_on_card_without_bf16"
+
+
+def test_a_question_whose_answers_change_nothing_is_not_asked() -> None:
+    # Another process holds half the card: that is the advice wherever it stopped.
+    log = gpu_oom(
+        "unknown", other_processes=[OtherProcess(pid=149826, used_mib=17387.5)], allocated_mib=1000.0
+    )
+    d = diagnose(Facts(config=course(), log=log))
+    assert d.proposal.rule == "other_process.free_the_card" and d.questions == []
+    # A load-phase cut traceback: gpu is only assumed, and "host" would change the advice.
+    load = LogFacts(oom=False, phase="load", traceback_cut=True, weights_loaded=False)
+    d = diagnose(Facts(config=course(), log=load))
+    assert d.proposal is not None and [q.key for q in d.questions] == ["memory_kind"]
+
+
+def test_the_same_change_is_offered_once() -> None:
+    log = LogFacts(oom=False, phase="eval", traceback_cut=True, frames=["evaluation_loop", "nested_concat"])
+    d = diagnose(Facts(config=course(compute_accuracy=True), log=log))
+    assert d.proposal.rule == "eval.predictions_pile_up"
+    assert "eval.offload_predictions" not in rule_ids(
+        d
+    )  # it would write the very same eval_accumulation_steps
+
+
+PHASES_AFTER_ANSWER = ("load", "first_batch", "long_sample", "eval", "save", "optimizer_step")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        COURSE,
+        {**COURSE, "finetuning_type": "full", "per_device_train_batch_size": 1},
+        {
+            **COURSE,
+            "per_device_train_batch_size": 1,
+            "quantization_bit": 4,
+            "enable_liger_kernel": True,
+            "save_only_model": True,
+            "per_device_eval_batch_size": 1,
+            "eval_accumulation_steps": 1,
+        },
+        {
+            **COURSE,
+            "do_train": False,
+            "do_predict": True,
+            "predict_with_generate": True,
+            "per_device_eval_batch_size": 1,
+            "eval_accumulation_steps": 1,
+        },
+        None,
+    ],
+    ids=["course", "full-batch-1", "everything-on", "predict", "no-config"],
+)
+def test_every_located_gpu_oom_ends_with_a_proposal(raw: dict[str, Any] | None) -> None:
+    config = config_from_mapping(raw) if raw is not None else None
+    for phase in PHASES_AFTER_ANSWER:
+        d = diagnose(Facts(config=config, answers={"phase": phase, "memory_kind": "gpu", "card_bf16": "yes"}))
+        assert d.phase == phase and d.proposal is not None, f"{phase}: no proposal"
+        assert d.cause != "unknown" or d.proposal.rule.startswith("precision."), (phase, d.proposal.rule)

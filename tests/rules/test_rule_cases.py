@@ -2,7 +2,8 @@
 cases that must not; each case runs the real config and log readers and the engine.
 
 A case: ``config_base``/``config`` (a LLaMA-Factory config), ``log_files``/``log_replace``/``log`` (log text),
-optional ``gpu``, ``model``, ``data``, ``estimate``, ``answers``, ``env``, and ``triggers`` (is the file's rule
+optional ``gpu``, ``model``, ``data``, ``estimate``, ``answers``, ``env``, ``log_card_name`` (the card's name as
+the log names it), and ``triggers`` (is the file's rule
 the proposal or an alternative?) plus ``expect``: ``phase``, ``cause``, ``proposal`` (the first proposal's
 rule, or null), ``changes`` (the file's rule's ``{field: [old, new]}``), ``changed_fields``, ``new_values``,
 ``questions_include``/``questions_exclude`` (question keys), ``findings_include`` (finding ids), ``oom``.

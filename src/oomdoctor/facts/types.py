@@ -181,6 +181,9 @@ class LogFacts:
     host: str | None = None  # "gpu-q-13:" style prefix of the failing process
     runs_seen: int = 1  # runs found in the file (appended nohup.out, restarts)
     encoding: str | None = None  # "utf-8" / "gbk" / "utf-16-le" ...
+    # Read by the rules (derived.card_name / card_bf16) when NVML cannot tell: the card's name as the log
+    # prints it (an nvidia-smi table or a device banner pasted with the error), e.g. "Tesla V100-SXM2-32GB".
+    card_name: str | None = None
 
 
 @dataclass

@@ -8,6 +8,7 @@ when a container shows it under its host pid. Rule files may only name the keys 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from oomdoctor.facts.types import GpuDevice
@@ -24,15 +25,22 @@ DERIVED_FACTS: dict[str, str] = {
     "weights_loaded": "the weights finished loading: answers.weights_loaded, else the log (None: unknown)",
     "memory_kind": "gpu (the memory the training step computes in: the GPU's, or PyTorch's CPU allocator "
     "inside a step of a CPU-only run) or host (system RAM: Killed, mmap, MemoryError): answers.memory_kind, "
-    "else the log",
-    "card_bf16": "the training card computes in bf16: answers.card_bf16, else NVML's compute capability",
-    "card_name": "the card's name from NVML (None when unknown)",
-    "world_size": "GPUs taking part: the log's world size, else at least the highest rank in the log + 1, "
-    "else the config's",
+    "else the log; a traceback cut before its error line is a Python exception, read as the GPU's",
+    "memory_kind_source": "answer / log / traceback (a cut traceback whose phase or frames can only mean the "
+    "GPU) / assumed (a cut traceback while loading or saving: gpu is likely, the question stays open)",
+    "card_bf16": "the training card computes in bf16: answers.card_bf16, else NVML's compute capability, "
+    "else the card's name (NVML's or the log's) in the card table",
+    "card_name": "the card's name from NVML, else from the log (None when unknown)",
+    "world_size": "GPUs taking part: the log's world size, else the largest lower bound the log gives (highest "
+    "rank + 1, the failing 'GPU N' + 1, Total train batch size / (batch x accumulation)) and the config's",
+    "finetuning_type": "what is trained: the config's finetuning_type when it names one; else full when the "
+    "log shows it (trainable parameters are most of the model, or the optimizer step asked for more than "
+    "adapters ever hold); else LLaMA-Factory's default (lora)",
     "micro_batch": "per-device train batch: the config's, else the log's 'Instantaneous batch size'",
     "accumulation": "gradient accumulation steps: the config's, else the log's",
     "effective_batch": "micro_batch x accumulation x world_size",
-    "eval_batch": "per-device eval batch in effect (LLaMA-Factory's default 8 when unset)",
+    "eval_batch": "per-device eval batch in effect (LLaMA-Factory's default 8 when unset; a benchmark run of "
+    "`llamafactory-cli eval` (task:) uses batch_size instead)",
     "eval_batch_default": "True when per_device_eval_batch_size is not in the config (the default 8 applies)",
     "self_listed_pid": "a 'Process N has X in use' entry that is the failing process itself (containers list "
     "it under its host pid); None when none matched",
@@ -80,6 +88,29 @@ MIB = 1024 * 1024
 PAD_MULTIPLE = 8  # LLaMA-Factory pads each batch to its longest sample, rounded up to a multiple of 8
 CUTOFF_STEP = 256  # cutoffs tried against the estimate: multiples of this, from the longest sample down
 
+# A traceback cut before its error line is a Python exception. Inside a training or evaluation step that is
+# the device's memory: system RAM running out in a step ends with a bare "Killed", and PyTorch's CPU
+# allocator failing in a step is the compute memory of a CPU-only run (see COMPUTE_ALLOCATOR_KINDS).
+TRACEBACK_GPU_PHASES: frozenset[str] = frozenset({"first_batch", "long_sample", "eval", "optimizer_step"})
+# Frames that only ever allocate on the device: FSDP un-sharding a flat parameter, DeepSpeed gathering ZeRO-3
+# shards, accelerate placing weights on a card. A cut traceback through one of them is the GPU's memory in
+# any phase; through none of them, loading and saving could also have run out of system RAM.
+DEVICE_ALLOCATION_FRAMES: frozenset[str] = frozenset(
+    {
+        "_alloc_padded_unsharded_flat_param",
+        "_unshard_fsdp_state_params",
+        "_zero3_consolidated_16bit_state_dict",
+        "_allgather_params",
+        "set_module_tensor_to_device",
+        "dispatch_model",
+    }
+)
+# Full fine-tuning shows in the log when the trainable parameters are at least this share of the model...
+FULL_TRAINABLE_SHARE = 0.5
+# ... or when the optimizer step asks for at least this much at once: Adam's temporaries are as large as one
+# trained tensor (or one ZeRO partition of them), and LoRA adapters of any usual rank are far smaller.
+ADAPTER_OPTIMIZER_REQUEST_MAX_MIB = 1024.0
+
 
 def _round_up(value: int, multiple: int = PAD_MULTIPLE) -> int:
     return int(math.ceil(value / multiple) * multiple)
@@ -107,21 +138,28 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     return "unknown", "none"
 
 
-def _memory_kind(facts: Facts, phase: str) -> str | None:
+def _memory_kind(facts: Facts, phase: str) -> tuple[str | None, str | None]:
+    """(which memory ran out, where that comes from): see ``DERIVED_FACTS``."""
     answered = facts.answers.get("memory_kind")
     if answered:
-        return answered
+        return answered, "answer"
     log = facts.log
     kind = log.oom_kind if log is not None else None
     if kind in COMPUTE_ALLOCATOR_KINDS and phase in COMPUTE_PHASES:
-        return "gpu"
+        return "gpu", "log"
     if log is not None and log.ran_out_of in ("gpu", "host"):
-        return log.ran_out_of
-    if kind is None:
-        return None
-    if kind in COMPUTE_ALLOCATOR_KINDS and phase == "load":
-        return "host"
-    return MEMORY_KIND_BY_OOM_KIND.get(kind)
+        return log.ran_out_of, "log"
+    if kind is not None:
+        if kind in COMPUTE_ALLOCATOR_KINDS and phase == "load":
+            return "host", "log"
+        if kind in MEMORY_KIND_BY_OOM_KIND:
+            return MEMORY_KIND_BY_OOM_KIND[kind], "log"
+    if log is not None and log.traceback_cut and not log.other_error:
+        if phase in TRACEBACK_GPU_PHASES or DEVICE_ALLOCATION_FRAMES.intersection(log.frames):
+            return "gpu", "traceback"
+        if phase in ("load", "save"):
+            return "gpu", "assumed"
+    return None, None
 
 
 def _failing_device(facts: Facts) -> GpuDevice | None:
@@ -144,21 +182,43 @@ def _failing_device(facts: Facts) -> GpuDevice | None:
     return device
 
 
-def _card_bf16(facts: Facts) -> bool | None:
+def _card_bf16(facts: Facts, card_name: str | None) -> bool | None:
     answered = yes_no(facts.answers.get("card_bf16"))
     if answered is not None:
         return answered
     gpu = facts.gpu
-    if gpu is None or not gpu.available or not gpu.devices:
-        return None
-    device = _failing_device(facts) or gpu.devices[0]
-    if device.bf16_supported is not None:
-        return device.bf16_supported
-    if device.compute_capability is not None:
-        from oomdoctor.facts.gpu import supports_bf16
+    if gpu is not None and gpu.available and gpu.devices:
+        device = _failing_device(facts) or gpu.devices[0]
+        if device.bf16_supported is not None:
+            return device.bf16_supported
+        if device.compute_capability is not None:
+            from oomdoctor.facts.gpu import supports_bf16
 
-        return supports_bf16(device.compute_capability)
-    return None
+            return supports_bf16(device.compute_capability)
+    return bf16_of_card_name(card_name) if card_name else None
+
+
+_MODEL_WORD = re.compile(r"[a-z]*\d+[a-z]*")  # "v100", "a100", "4090", "h20": the words that name a card
+_SIZE_WORD = re.compile(r"\d+(gb|g)$")  # "32gb": a memory size, shared by many cards
+
+
+def bf16_of_card_name(name: str) -> bool | None:
+    """Whether a card computes in bf16, from its name ("Tesla V100-SXM2-32GB", "V100", "RTX 4090") and the
+    estimator's card table; None when the table does not know it or its matches disagree."""
+    from oomdoctor.errors import BadInput
+    from oomdoctor.estimate.cards import card_by_name, card_names
+
+    try:
+        return card_by_name(name).bf16
+    except BadInput:
+        pass
+    wanted = {w for w in _MODEL_WORD.findall(name.lower()) if not _SIZE_WORD.match(w)}
+    if not wanted:
+        return None
+    verdicts = {
+        card_by_name(known).bf16 for known in card_names() if wanted & set(_MODEL_WORD.findall(known.lower()))
+    }
+    return verdicts.pop() if len(verdicts) == 1 else None
 
 
 def _other_processes(facts: Facts) -> tuple[float | None, list[int], int | None]:
@@ -187,14 +247,41 @@ def _other_processes(facts: Facts) -> tuple[float | None, list[int], int | None]
 
 
 def _world_size(facts: Facts) -> int | None:
-    """GPUs taking part: the log's banner, else at least one more than the highest rank the log shows
-    (``[rank2]:`` means three or more processes), else the config's."""
+    """GPUs taking part: the log's banner, else the largest lower bound the log gives: ``[rank2]:`` means
+    three or more processes, an OOM on ``GPU 5`` means the process sees six or more cards, and the banner's
+    Total train batch size is batch x accumulation x GPUs; else the config's."""
     log, config = facts.log, facts.config
     if log is not None and log.world_size:
         return log.world_size
-    if log is not None and log.rank:
-        return max(log.rank + 1, config.world_size if config else 1)
-    return config.world_size if config else None
+    bounds = [config.world_size] if config is not None else []
+    if log is not None:
+        if log.rank is not None:
+            bounds.append(log.rank + 1)
+        if log.gpu_index is not None:
+            bounds.append(log.gpu_index + 1)
+        per_gpu = (log.instantaneous_batch_size or 0) * (log.gradient_accumulation_steps or 0)
+        total = log.total_train_batch_size
+        if per_gpu and total and total % per_gpu == 0:
+            bounds.append(total // per_gpu)
+    return max(bounds) if bounds else None
+
+
+def _finetuning_type(facts: Facts, phase: str) -> str | None:
+    """What is trained (see ``DERIVED_FACTS``): a partial config (a pasted excerpt) leaves it to the log."""
+    config, log = facts.config, facts.log
+    if config is not None and config.raw.get("finetuning_type"):
+        return config.finetuning_type
+    if log is not None:
+        total = log.all_params or (facts.model.params if facts.model is not None else None)
+        if log.trainable_params and total and log.trainable_params >= FULL_TRAINABLE_SHARE * total:
+            return "full"
+        if (
+            phase == "optimizer_step"
+            and log.requested_mib is not None
+            and log.requested_mib >= ADAPTER_OPTIMIZER_REQUEST_MAX_MIB
+        ):
+            return "full"
+    return config.finetuning_type if config is not None else None
 
 
 def _model_size_mib(facts: Facts) -> float | None:
@@ -289,19 +376,30 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
     if log is not None and log.requested_mib is not None and log.free_mib is not None:
         reserve_fits = log.free_mib + (log.reserved_unallocated_mib or 0.0) >= log.requested_mib
 
+    memory_kind, memory_kind_source = _memory_kind(facts, phase)
+    card_name = device.name if device is not None else (log.card_name if log is not None else None)
+    eval_batch = None
+    if config is not None:
+        eval_batch = config.per_device_eval_batch_size
+        if config.raw.get("task") is not None:  # `llamafactory-cli eval` reads batch_size
+            eval_batch = (
+                config.raw.get("batch_size") if isinstance(config.raw.get("batch_size"), int) else None
+            )
     return {
         "oom": oom,
         "phase": phase,
         "phase_source": phase_source,
         "weights_loaded": weights_loaded,
-        "memory_kind": _memory_kind(facts, phase),
-        "card_bf16": _card_bf16(facts),
-        "card_name": device.name if device is not None else None,
+        "memory_kind": memory_kind,
+        "memory_kind_source": memory_kind_source,
+        "card_bf16": _card_bf16(facts, card_name),
+        "card_name": card_name,
         "world_size": world_size,
+        "finetuning_type": _finetuning_type(facts, phase),
         "micro_batch": micro_batch,
         "accumulation": accumulation,
         "effective_batch": effective,
-        "eval_batch": config.per_device_eval_batch_size if config else None,
+        "eval_batch": eval_batch,
         "eval_batch_default": (not config.per_device_eval_batch_size_set) if config else None,
         "self_listed_pid": self_pid,
         "other_process_mib": other_mib,

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import itertools
 import json
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from oomdoctor.diagnosis import Answer, Diagnosis, EstimatedEffect, Finding, Proposal, Question
@@ -64,6 +66,12 @@ ESTIMATE_PHASE: dict[str, str] = {
 # the request or more.
 FRAGMENTATION_FINDING_SHARE = 0.5
 _CONFIG_FIELDS = {f.name for f in dataclasses.fields(ConfigFacts)}
+# Questions go out one tier at a time, the most decisive first: where it ran out decides which nodes apply
+# at all; which memory (and whether the weights loaded) picks the branch; card facts and the nodes' own
+# questions only choose within it. The nodes' own questions join the last tier.
+QUESTION_TIERS: tuple[tuple[str, ...], ...] = (("phase",), ("weights_loaded", "memory_kind"), ("card_bf16",))
+# An answer to the key settles these facts too (a phase past loading means the weights loaded).
+SETTLED_BY: dict[str, tuple[str, ...]] = {"phase": ("weights_loaded",)}
 
 
 class ChangeNotComputable(Exception):
@@ -126,17 +134,77 @@ def _question_for(loaded: LoadedNode) -> Question:
     )
 
 
-def _answer_could_match(loaded: LoadedNode, facts: Facts, rules: RuleSet) -> bool:
-    """Ask only when some answer would make the node match: a question that cannot change the outcome
-    (because, say, the phase is still unknown) is noise."""
-    node = loaded.node
-    assert node.ask is not None
-    for value in rules.questions[node.ask.key].allowed:
-        answered = dataclasses.replace(facts, answers={**facts.answers, node.ask.key: value})
-        answered.derived = derive(answered, reuse=facts.derived)
-        if answered.derived["phase"] in node.locates.phase and evaluate(node.when, answered) is True:
-            return True
-    return False
+def _open_builtin_keys(facts: Facts) -> list[str]:
+    """Built-in questions whose fact is still open: unknown, or only assumed (memory_kind of a cut traceback
+    while loading or saving)."""
+    d, answered = facts.derived, facts.answers
+    open_keys = []
+    if d["phase"] == "unknown":
+        open_keys.append("phase")
+    if d["weights_loaded"] is None:
+        open_keys.append("weights_loaded")
+    if d["memory_kind"] is None or d["memory_kind_source"] == "assumed":
+        open_keys.append("memory_kind")
+    if d["card_bf16"] is None:
+        open_keys.append("card_bf16")
+    return [key for key in open_keys if key not in answered]
+
+
+def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]:
+    """Ask only what could change the proposal, one tier at a time, most decisive first (QUESTION_TIERS):
+    a question none of whose answers changes the proposed rule is noise, and so is a card question while the
+    phase is still open (the next diagnosis, with the phase answered, asks it if it still matters)."""
+    node_asks: dict[str, LoadedNode] = {}
+    for loaded in walk.undecided:
+        key = loaded.node.ask.key if loaded.node.ask is not None else None
+        if key is not None and key not in BUILTIN_QUESTIONS and key not in facts.answers:
+            node_asks.setdefault(key, loaded)
+    open_keys = _open_builtin_keys(facts)
+    tiers = [[key for key in tier if key in open_keys] for tier in QUESTION_TIERS]
+    tiers[-1] += list(node_asks)
+    for index, tier in enumerate(tiers):
+        later = [key for rest in tiers[index + 1 :] for key in rest]
+        asked = []
+        for key in tier:
+            context_keys = [k for k in later if k not in SETTLED_BY.get(key, ())]
+            brings = _answer_that_changes(key, facts, rules, context_keys, walk.top)
+            if brings is None:
+                continue
+            if key in node_asks:
+                asked.append(_question_for(node_asks[key]))
+            else:
+                asked.append(builtin_question(key, brings or "engine"))
+        if asked:
+            return asked
+    return []
+
+
+def _top_with(facts: Facts, rules: RuleSet, answers: dict[str, str]) -> str | None:
+    """The rule proposed if the user also gave ``answers``."""
+    if not answers:
+        return walk_rules(facts, rules, with_effect=False).top
+    answered = dataclasses.replace(facts, answers={**facts.answers, **answers})
+    answered.derived = derive(answered, reuse=facts.derived)
+    return walk_rules(answered, rules, with_effect=False).top
+
+
+def _answer_that_changes(
+    key: str, facts: Facts, rules: RuleSet, context_keys: list[str], current: str | None
+) -> str | None:
+    """The rule some answer to ``key`` would propose instead ("" when that answer leaves no proposal), or None
+    when no answer changes the proposal. The later questions' answers are tried too (each combination), so
+    the phase is worth asking even when a proposal also needs the memory kind, which is asked next."""
+    contexts: list[dict[str, str]] = [{}]
+    if context_keys:
+        choices = [rules.questions[k].allowed for k in context_keys]
+        contexts += [dict(zip(context_keys, combo, strict=True)) for combo in itertools.product(*choices)]
+    for context in contexts:
+        base = _top_with(facts, rules, context) if context else current
+        for value in rules.questions[key].allowed:
+            top = _top_with(facts, rules, {**context, key: value})
+            if top != base:
+                return top or ""
+    return None
 
 
 # --- changes ---------------------------------------------------------------------------------------------
@@ -332,8 +400,11 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
     return EstimatedEffect(before_mib=before, after_mib=after_mib, fits_after=fits_after, note=note)
 
 
-def build_proposal(loaded: LoadedNode, facts: Facts) -> tuple[Proposal | None, list[Finding]]:
-    """The node as a concrete proposal; None when its change would change nothing."""
+def build_proposal(
+    loaded: LoadedNode, facts: Facts, *, with_effect: bool = True
+) -> tuple[Proposal | None, list[Finding]]:
+    """The node as a concrete proposal; None when its change would change nothing. ``with_effect`` False
+    skips the estimator (a question probing what an answer would propose needs only the rule)."""
     node = loaded.node
     changes, notes = compute_changes(node, facts)
     if changes and not node.env and all(_same_value(old, new) for old, new in changes.values()):
@@ -355,7 +426,8 @@ def build_proposal(loaded: LoadedNode, facts: Facts) -> tuple[Proposal | None, l
         manual=node.manual,
         next=list(node.next),
     )
-    proposal.effect = estimate_effect(changes, facts)
+    if with_effect:
+        proposal.effect = estimate_effect(changes, facts)
     return proposal, notes
 
 
@@ -591,6 +663,83 @@ def _facts_summary(facts: Facts) -> dict[str, Any]:
 # --- the walk --------------------------------------------------------------------------------------------
 
 
+@dataclass
+class Walk:
+    """What the nodes make of one set of facts: the matching proposals in rank order, what is already on,
+    and the nodes an unknown fact left undecided."""
+
+    candidates: list[tuple[RuleNode, Proposal, list[Finding]]] = field(default_factory=list)
+    already_on: list[dict[str, str]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # guards that held, changes not computable
+    undecided: list[LoadedNode] = field(default_factory=list)
+
+    @property
+    def proposals(self) -> list[Proposal]:
+        return [p for _, p, _ in self.candidates]
+
+    @property
+    def top(self) -> str | None:
+        return self.candidates[0][1].rule if self.candidates else None
+
+
+def walk_rules(facts: Facts, rules: RuleSet, *, with_effect: bool = True) -> Walk:
+    """Every node located at the phase, in rank order; the fallback nodes only when no other node proposes
+    anything (a located GPU OOM always ends with advice). Proposals that would write the very same change
+    as a better-ranked one are dropped."""
+    walk = Walk()
+    phase = facts.derived["phase"]
+    for fallback in (False, True):
+        if fallback and walk.candidates:
+            break
+        for loaded in rules:
+            node = loaded.node
+            if node.fallback is not fallback or phase not in node.locates.phase:
+                continue
+            _visit(loaded, facts, walk, with_effect)
+    walk.candidates.sort(key=lambda item: (item[0].rank, item[0].id))
+    kept: list[tuple[RuleNode, Proposal, list[Finding]]] = []
+    for item in walk.candidates:
+        if not item[1].manual and any(_same_change(item[1], other[1]) for other in kept):
+            continue
+        kept.append(item)
+    walk.candidates = kept
+    return walk
+
+
+def _same_change(a: Proposal, b: Proposal) -> bool:
+    return (a.changes, a.env, sorted(a.files)) == (b.changes, b.env, sorted(b.files))
+
+
+def _visit(loaded: LoadedNode, facts: Facts, walk: Walk, with_effect: bool) -> None:
+    node = loaded.node
+    matched = evaluate(node.when, facts)
+    if matched is None:
+        walk.undecided.append(loaded)
+        return
+    if not matched:
+        return
+    guard = next((g for g in node.guards if evaluate(g.when, facts) is True), None)
+    if guard is not None:
+        reason = render(guard.reason, facts, {})
+        if reason not in walk.already_on:
+            walk.already_on.append(reason)
+            walk.findings.append(Finding(id=f"guard.{node.id}", text=reason))
+        return
+    try:
+        proposal, notes = build_proposal(loaded, facts, with_effect=with_effect)
+    except ChangeNotComputable as missing:
+        walk.findings.append(
+            Finding(
+                id=f"{node.id}.not_computable",
+                text=both("f_change_not_computable", rule=node.id, field=missing.field),
+                severity="warning",
+            )
+        )
+        return
+    if proposal is not None:
+        walk.candidates.append((node, proposal, notes))
+
+
 def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
     """Locate the OOM and propose one change (the lowest-ranked matching node), with alternatives."""
     rules = rules if rules is not None else load_rules()
@@ -618,57 +767,13 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
             **base,
         )
 
-    questions: list[Question] = []
-    if d["phase"] == "unknown":
-        questions.append(builtin_question("phase", "engine"))
-        if d["weights_loaded"] is None:
-            questions.append(builtin_question("weights_loaded", "engine"))
-
-    candidates: list[tuple[RuleNode, Proposal, list[Finding]]] = []
-    already_on: list[dict[str, str]] = []
-    for loaded in rules:
-        node = loaded.node
-        if d["phase"] not in node.locates.phase:
-            continue
-        matched = evaluate(node.when, facts)
-        if matched is None:
-            asked = node.ask is not None and node.ask.key not in facts.answers
-            if (
-                asked
-                and all(q.key != node.ask.key for q in questions)
-                and _answer_could_match(loaded, facts, rules)
-            ):
-                questions.append(_question_for(loaded))
-            continue
-        if not matched:
-            continue
-        guard = next((g for g in node.guards if evaluate(g.when, facts) is True), None)
-        if guard is not None:
-            reason = render(guard.reason, facts, {})
-            if reason not in already_on:
-                already_on.append(reason)
-                findings.append(Finding(id=f"guard.{node.id}", text=reason))
-            continue
-        try:
-            proposal, notes = build_proposal(loaded, facts)
-        except ChangeNotComputable as missing:
-            findings.append(
-                Finding(
-                    id=f"{node.id}.not_computable",
-                    text=both("f_change_not_computable", rule=node.id, field=missing.field),
-                    severity="warning",
-                )
-            )
-            continue
-        if proposal is not None:
-            candidates.append((node, proposal, notes))
-
-    candidates.sort(key=lambda item: (item[0].rank, item[0].id))
-    proposals = [p for _, p, _ in candidates]
-    if candidates:
-        findings.extend(candidates[0][2])  # notes about the proposed change itself
+    walk = walk_rules(facts, rules)
+    findings.extend(walk.findings)
+    proposals = walk.proposals
+    if walk.candidates:
+        findings.extend(walk.candidates[0][2])  # notes about the proposed change itself
     for p in proposals:
-        p.already_on = list(already_on)
+        p.already_on = list(walk.already_on)
     proposal = proposals[0] if proposals else None
     return Diagnosis(
         oom=True,
@@ -677,7 +782,7 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
         findings=findings,
         proposal=proposal,
         alternatives=proposals[1:],
-        questions=questions,
+        questions=choose_questions(facts, rules, walk),
         answers=dict(facts.answers),
         facts=_facts_summary(facts),
         **base,

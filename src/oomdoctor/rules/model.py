@@ -296,6 +296,9 @@ class RuleNode(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     write_deepspeed_template: DeepSpeedTemplate | None = None
     manual: bool = False
+    # Offered only when no other node at the phase proposes anything: the advice that remains when nothing
+    # in the config is left to change, so a located OOM never ends without a next step.
+    fallback: bool = False
     why: LocalText
     cost: LocalText
     judge: LocalText
@@ -316,6 +319,10 @@ class RuleNode(_Strict):
             raise PydanticCustomError(
                 "change_shape",
                 "a node needs a change (change, env or write_deepspeed_template) or manual: true",
+            )
+        if self.fallback and not self.manual:
+            raise PydanticCustomError(
+                "change_shape", "a fallback node is manual advice: set manual: true and no change"
             )
         if self.write_deepspeed_template is not None and "deepspeed" in self.change:
             raise PydanticCustomError(
