@@ -53,10 +53,13 @@ CHANGE_OPS: dict[str, tuple[dict[str, Any], str]] = {
 }
 
 
-# A folded YAML line break becomes a space; Chinese puts none between characters, nor after punctuation.
+# A folded YAML line break becomes a space; Chinese puts none between characters, nor after punctuation
+# (full-width punctuation is never followed by a space, whatever comes next).
 _CJK = r"\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f"
+_CJK_PUNCT = r"\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"
 _FOLDED_SPACE = re.compile(
     rf"(?<=[{_CJK}])\s+(?=[{_CJK}])|(?<=[,.;:!?)])\s+(?=[{_CJK}])|(?<=[;,])\s+(?=\d\))"
+    rf"|(?<=[{_CJK_PUNCT}])\s+"
 )
 
 
