@@ -266,6 +266,22 @@ def _world_size(facts: Facts) -> int | None:
     return max(bounds) if bounds else None
 
 
+def _eval_batch(facts: Facts) -> int | None:
+    """The evaluation batch in effect; a `llamafactory-cli eval` benchmark run (task:) reads batch_size, whose
+    default is LLaMA-Factory's (the defaults table in facts/config.py; None while the table lacks it)."""
+    config = facts.config
+    if config is None:
+        return None
+    if config.raw.get("task") is None:
+        return config.per_device_eval_batch_size
+    value = config.raw.get("batch_size")
+    if value is None:
+        from oomdoctor.facts.config import lf_defaults
+
+        value = lf_defaults().get("batch_size")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _finetuning_type(facts: Facts, phase: str) -> str | None:
     """What is trained (see ``DERIVED_FACTS``): a partial config (a pasted excerpt) leaves it to the log."""
     config, log = facts.config, facts.log
@@ -378,13 +394,7 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
 
     memory_kind, memory_kind_source = _memory_kind(facts, phase)
     card_name = device.name if device is not None else (log.card_name if log is not None else None)
-    eval_batch = None
-    if config is not None:
-        eval_batch = config.per_device_eval_batch_size
-        if config.raw.get("task") is not None:  # `llamafactory-cli eval` reads batch_size
-            eval_batch = (
-                config.raw.get("batch_size") if isinstance(config.raw.get("batch_size"), int) else None
-            )
+    eval_batch = _eval_batch(facts)
     return {
         "oom": oom,
         "phase": phase,

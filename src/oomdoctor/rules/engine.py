@@ -27,7 +27,7 @@ from oomdoctor.rules.loader import PLACEHOLDER, LoadedNode, RuleSet, load_rules
 from oomdoctor.rules.model import Condition, LocalText, RuleNode
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question
 
-__all__ = ["diagnose", "load_rules", "evaluate", "RuleSet"]
+__all__ = ["diagnose", "load_rules", "evaluate", "walk_rules", "choose_questions", "RuleSet", "Walk"]
 
 # When no node proposes anything, the phase alone says what most likely filled the memory.
 CAUSE_BY_PHASE: dict[str, str] = {
