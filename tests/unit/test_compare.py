@@ -266,3 +266,14 @@ def test_field_effects_data_is_validated(tmp_path: Path, monkeypatch: pytest.Mon
     finally:
         monkeypatch.undo()
         field_effects.cache_clear()
+
+
+def test_trials_named_alike_are_told_apart() -> None:
+    from pathlib import Path
+
+    from oomdoctor.trial.compare import distinct_names
+
+    folders = [Path("/t/trials/00-baseline"), Path("/t/trials/01-halve/run"), Path("/t/trials/02-eval/run")]
+    assert distinct_names(folders) == ["00-baseline", "01-halve/run", "02-eval/run"]
+    assert distinct_names([Path("/a/x"), Path("/b/y")]) == ["x", "y"]
+    assert distinct_names([Path("/a/run"), Path("/a/run")]) == ["/a/run", "/a/run"]  # the same folder twice

@@ -503,12 +503,32 @@ _COMPARABILITY = (
 )
 
 
+def distinct_names(folders: list[Path]) -> list[str]:
+    """For each trial, the shortest trailing part of its path that no other trial shares: `oomdoctor patch`
+    folders hold their trial in `<change>/run`, so the last part alone ("run", "run", ...) would not do."""
+    parts = [Path(os.path.abspath(f)).parts for f in folders]
+
+    def tail(p: tuple[str, ...], depth: int) -> str:
+        return "/".join(p[-depth:])
+
+    names = []
+    for i, mine in enumerate(parts):
+        others = [p for j, p in enumerate(parts) if j != i]
+        depth = 1
+        while depth < len(mine) and any(tail(o, depth) == tail(mine, depth) for o in others):
+            depth += 1
+        names.append(tail(mine, depth) if depth < len(mine) else os.path.abspath(folders[i]))
+    return names
+
+
 def compare_trials(dirs: list[Path] | list[str]) -> Comparison:
     """The course's comparison of trial folders; the first one is the reference for the differences."""
     if len(dirs) < 1:
         raise BadInput(msg("cmp_need_trials", None))
     loaded = [_read_trial(Path(d)) for d in dirs]
     rows = [row for row, _ in loaded]
+    for row, name in zip(rows, distinct_names([Path(d) for d in dirs]), strict=True):
+        row.name = name
     first, first_config = loaded[0]
     warnings: list[LocalText] = []
     for row, config in loaded[1:]:
