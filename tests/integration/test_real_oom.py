@@ -13,15 +13,12 @@ import json
 import os
 import shlex
 import shutil
-import signal
-import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from fixtures.address_space import load_address_space_mib
 from fixtures.commands import offline_env, oomdoctor
 from fixtures.tiny_qwen3 import build_tiny_qwen3, tiny_train_config, write_tiny_dataset
 
@@ -31,41 +28,6 @@ VOCAB = 16384
 BATCH = 32
 CUTOFF = 2048
 SLACK_MIB = 1536  # above the loading peak; the first batch needs more than twice that
-
-
-def load_address_space_mib(command: list[str], env: dict[str, str]) -> int:
-    """Peak virtual size (MiB) of the command's processes until training starts; then stop it."""
-    import psutil
-
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)  # fmt: skip
-    started = threading.Event()
-    tail: list[bytes] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            tail.append(line)
-            if b"***** Running training *****" in line:
-                started.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    peak = 0
-    deadline = time.monotonic() + 240
-    try:
-        while not started.is_set() and proc.poll() is None and time.monotonic() < deadline:
-            try:
-                root = psutil.Process(proc.pid)
-                peak = max([peak] + [p.memory_info().vms for p in [root, *root.children(recursive=True)]])
-            except psutil.Error:
-                pass
-            time.sleep(0.02)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert started.is_set(), b"".join(tail[-30:]).decode(errors="replace")
-    return peak // 2**20
 
 
 def test_first_batch_oom_is_recorded_and_diagnosed(llamafactory_cli: Path, tmp_path: Path) -> None:

@@ -268,10 +268,15 @@ def test_field_effects_data_is_validated(tmp_path: Path, monkeypatch: pytest.Mon
         field_effects.cache_clear()
 
 
-def test_trials_named_alike_are_told_apart() -> None:
+def test_trials_named_alike_are_told_apart(tmp_path) -> None:
     from pathlib import Path
 
     from oomdoctor.trial.compare import distinct_names
+
+    patch_folder = tmp_path / "01-halve"
+    (patch_folder / "run").mkdir(parents=True)
+    (patch_folder / "change.json").write_text("{}")
+    assert distinct_names([tmp_path / "00-baseline", patch_folder / "run"]) == ["00-baseline", "01-halve/run"]
 
     folders = [Path("/t/trials/00-baseline"), Path("/t/trials/01-halve/run"), Path("/t/trials/02-eval/run")]
     assert distinct_names(folders) == ["00-baseline", "01-halve/run", "02-eval/run"]

@@ -504,8 +504,9 @@ _COMPARABILITY = (
 
 
 def distinct_names(folders: list[Path]) -> list[str]:
-    """For each trial, the shortest trailing part of its path that no other trial shares: `oomdoctor patch`
-    folders hold their trial in `<change>/run`, so the last part alone ("run", "run", ...) would not do."""
+    """For each trial, the shortest trailing part of its path that no other trial shares, and at least
+    `<change>/<trial>` for a trial inside an `oomdoctor patch` folder: the last part alone ("run", "run")
+    would not say which change it tried."""
     parts = [Path(os.path.abspath(f)).parts for f in folders]
 
     def tail(p: tuple[str, ...], depth: int) -> str:
@@ -514,7 +515,8 @@ def distinct_names(folders: list[Path]) -> list[str]:
     names = []
     for i, mine in enumerate(parts):
         others = [p for j, p in enumerate(parts) if j != i]
-        depth = 1
+        # a trial inside a patch folder is named with the change it tried: "01-halve-batch/run"
+        depth = 2 if (Path(folders[i]).absolute().parent / "change.json").is_file() else 1
         while depth < len(mine) and any(tail(o, depth) == tail(mine, depth) for o in others):
             depth += 1
         names.append(tail(mine, depth) if depth < len(mine) else os.path.abspath(folders[i]))
