@@ -191,3 +191,51 @@ async def test_quit_during_a_trial_stops_only_that_trial(user_dir: Path, gpu_sou
         await pilot.pause()
     assert stop.is_set()
     assert app.return_value == 0
+
+
+async def test_real_trial_live_steps_move_against_the_card_and_stop_ends_it(
+    user_dir: Path, monkeypatch: Any
+) -> None:
+    """The real runner and the stand-in launcher: the step counter moves, memory is drawn against the card's
+    total, the log tail grows, and Stop ends the trial (recorded as stopped in result.json)."""
+    import asyncio
+
+    from functional.tui_helpers import V100
+    from oomdoctor.facts.gpu import FakeGpuSource
+    from oomdoctor.trial.runner import run_trial
+
+    monkeypatch.setenv("FAKE_STEP_S", "0.15")
+    frames = [[(0, 1000.0 + 500.0 * i, 32768.0, 50.0, 150.0)] for i in range(60)]
+    source = FakeGpuSource([V100], frames=frames)
+    launcher = functools.partial(
+        run_trial, launcher=f"{sys.executable} {FAKE_LAUNCHER}", timeout_s=60, grace_s=2
+    )
+    app = build_app(lang="en", gpu_source=source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
+                    scan_at_start=False, trial_steps=200)  # fmt: skip
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _apply_and_start_trial(app, pilot, user_dir, source)
+        screen = app.screen
+        assert isinstance(screen, TrialScreen)
+        steps_seen: set[str] = set()
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            await pilot.pause()
+            line = next((ln.strip() for ln in screen_text(app).splitlines() if "Step " in ln), "")
+            if line.startswith("Step ") and " of 200" in line:
+                steps_seen.add(line.split("·")[0].strip())
+            if len(steps_seen) >= 3:
+                break
+        assert len(steps_seen) >= 3, steps_seen  # the counter moves while the trial runs
+        chart = screen.query_one("#trial-memory")
+        assert chart.ceiling == 32768.0 and chart.values  # the card's total is the scale
+        assert "of 32.00 GiB" in screen_text(app)
+        assert screen.query_one("#trial-log").lines  # the tail shows the launcher's output
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        text = screen_text(app)
+    trial = user_dir / "trials/01-halve_micro_batch-trial"
+    result = json.loads((trial / "result.json").read_text(encoding="utf-8"))
+    assert result["outcome"] == "stopped" and result["steps_done"] < 200
+    assert "Finished: trial stopped" in text and app.session.history[0].outcome == "stopped"

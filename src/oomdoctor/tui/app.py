@@ -24,7 +24,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from oomdoctor.errors import BadInput
 from oomdoctor.tui.bindings import localize_bindings
 from oomdoctor.tui.screens import DoctorScreen, ErrorScreen, MainScreen, PickerScreen
-from oomdoctor.tui.session import HistoryEntry, Session, TrialFeed
+from oomdoctor.tui.session import HistoryEntry, Session, TrialFeed, facts_with_lengths
 from oomdoctor.tui.strings import t
 from oomdoctor.tui.widgets import QuestionPanel
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from oomdoctor.diagnosis import Diagnosis, Proposal
     from oomdoctor.discover import ScanResult
     from oomdoctor.facts.gpu import GpuSource
+    from oomdoctor.facts.types import DataFacts
     from oomdoctor.patch import PatchResult
     from oomdoctor.rules.facts import Facts
     from oomdoctor.trial.runner import TrialProgress
@@ -41,6 +42,11 @@ if TYPE_CHECKING:
 # cwd) -> TrialResult
 TrialLauncher = Callable[..., Any]
 Clock = Callable[[], float]
+
+
+class MeasuringStopped(Exception):
+    """Raised inside the lengths worker's progress callback once the worker is cancelled: the only point
+    where LLaMA-Factory's tokenizing loop hands control back to us."""
 
 
 class OomDoctorApp(App[int]):
@@ -92,6 +98,22 @@ class OomDoctorApp(App[int]):
             return isinstance(message, OomDoctorApp.TrialLogGrew)
 
     @dataclass
+    class LengthsProgressed(Message):
+        """Tokenizing reports after every batch of samples: only the newest pending one matters."""
+
+        done: int
+        total: int | None
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, OomDoctorApp.LengthsProgressed)
+
+    @dataclass
+    class LengthsMeasured(Message):
+        origin: Facts  # the facts the measurement started from: stale if another run opened since
+        facts: Facts  # the same facts with the real lengths and the estimate rebuilt on them
+        data: DataFacts
+
+    @dataclass
     class TrialFinished(Message):
         feed: TrialFeed
         result: Any  # oomdoctor.trial.TrialResult
@@ -116,6 +138,8 @@ class OomDoctorApp(App[int]):
         self.scan_at_start = scan_at_start
         self.trial_feed: TrialFeed | None = None
         self.trial_stop: threading.Event | None = None
+        # One tokenizing run at a time, even when a cancelled one has not reached its next check yet.
+        self._measure_lock = threading.Lock()
 
     # Start-up ------------------------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -140,6 +164,7 @@ class OomDoctorApp(App[int]):
         self.scan_runs(at_start=False)
 
     def open_run(self, config: Path | None, log: Path | None, *, is_demo: bool = False) -> None:
+        self.workers.cancel_group(self, "lengths")  # lengths belong to the run they were measured for
         self.session.open_run(config, log, is_demo=is_demo)
         self.call_later(self.main_screen.refresh_view)
         self.load_run(self.session.config, log)
@@ -169,6 +194,45 @@ class OomDoctorApp(App[int]):
         from oomdoctor.rules.engine import diagnose
 
         self.post_message(self.DiagnosisReady(facts, diagnose(facts)))
+
+    def measure_lengths(self) -> None:
+        """Key m (and Apply on the "measure the lengths" proposal): tokenize the dataset in a worker, then
+        diagnose again with the real lengths."""
+        session = self.session
+        if not session.can_measure or session.facts is None:
+            return
+        session.start_measuring()
+        self.call_later(self.main_screen.refresh_view)
+        self._measure(session.facts)
+
+    def cancel_measuring(self) -> None:
+        if self.session.measuring:
+            self.workers.cancel_group(self, "lengths")
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="lengths")
+    def _measure(self, facts: Facts) -> None:
+        from oomdoctor.facts.dataset import token_lengths
+
+        worker = get_current_worker()
+        config = facts.config
+        if config is None:  # pragma: no cover - measure_lengths checks it
+            return
+
+        def progress(done: int, total: int | None) -> None:
+            if worker.is_cancelled:
+                raise MeasuringStopped
+            self.post_message(self.LengthsProgressed(done, total))
+
+        with self._measure_lock:
+            if worker.is_cancelled:
+                return
+            try:
+                data = token_lengths(config, progress=progress)
+            except MeasuringStopped:
+                return
+        if worker.is_cancelled:
+            return
+        self.post_message(self.LengthsMeasured(facts, facts_with_lengths(facts, data), data))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="patch")
     def write_patch(self, proposal: Proposal, folder: Path) -> None:
@@ -210,8 +274,17 @@ class OomDoctorApp(App[int]):
             stop=stop,
             cwd=entry.run_dir,
         )
-        dirs = [Path(entry.parent), feed.out_dir] if entry.parent else [feed.out_dir]
-        comparison = compare_trials(dirs)
+        # Compared with the trial it came from, when that is a trial folder (a plain config is not a trial).
+        parent = Path(entry.parent) if entry.parent else None
+        dirs = (
+            [parent, feed.out_dir]
+            if parent is not None and (parent / "result.json").is_file()
+            else [feed.out_dir]
+        )
+        try:
+            comparison = compare_trials(dirs)
+        except BadInput:  # the trial wrote no result.json (it could not start): the result line says why
+            comparison = None
         self.post_message(self.TrialFinished(feed, result, comparison))
 
     def start_trial(self, entry: HistoryEntry) -> None:
@@ -238,6 +311,12 @@ class OomDoctorApp(App[int]):
     @on(Worker.StateChanged)
     def _worker_state(self, event: Worker.StateChanged) -> None:
         """The one place failures surface: an error dialog with the one-line message."""
+        if event.worker.group == "lengths" and event.state == WorkerState.CANCELLED:
+            if self.session.measuring:
+                self.session.stop_measuring()
+                self.notify(t("measure_stopped", self.session.lang))
+                self.call_later(self.main_screen.refresh_view)
+            return
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
@@ -247,6 +326,9 @@ class OomDoctorApp(App[int]):
             message = t("error_unexpected", self.session.lang, kind=type(error).__name__, detail=error)
         if event.worker.group == "diagnose":
             self.session.loading = False
+            self.call_later(self.main_screen.refresh_view)
+        if event.worker.group == "lengths":
+            self.session.stop_measuring()
             self.call_later(self.main_screen.refresh_view)
         if event.worker.group == "trial" and self.trial_feed is not None:
             self.trial_feed.finish(None, None, error=message)
@@ -280,6 +362,36 @@ class OomDoctorApp(App[int]):
     async def _diagnosis_ready(self, event: DiagnosisReady) -> None:
         self.session.set_diagnosis(event.facts, event.diagnosis)
         await self.main_screen.refresh_view()
+
+    @on(LengthsProgressed)
+    def _lengths_progressed(self, event: LengthsProgressed) -> None:
+        session = self.session
+        if session.measuring:
+            session.measure_done, session.measure_total = event.done, event.total
+            self.main_screen.show_measuring()
+
+    @on(LengthsMeasured)
+    def _lengths_measured(self, event: LengthsMeasured) -> None:
+        """The real lengths replace what was assumed; the engine walks the nodes again on them."""
+        session = self.session
+        if session.facts is not event.origin:  # another run was opened meanwhile
+            return
+        session.stop_measuring()
+        session.facts = event.facts
+        session.proposal_index = 0  # the proposals change with the lengths: start from the first
+        data = event.data
+        self.notify(
+            t(
+                "measure_done",
+                session.lang,
+                samples=data.samples if data.samples is not None else "?",
+                longest=data.max_tokens if data.max_tokens is not None else "?",
+                truncated=data.truncated if data.truncated is not None else "?",
+                cutoff=data.cutoff_len if data.cutoff_len is not None else "?",
+            )
+        )
+        self.call_later(self.main_screen.refresh_view)
+        self.rediagnose(event.facts)
 
     @on(QuestionPanel.Answered)
     def _answered(self, event: QuestionPanel.Answered) -> None:
@@ -340,6 +452,16 @@ class OomDoctorApp(App[int]):
         log = feed.out_dir / "train.log"
         config = feed.out_dir / "config.yaml"
         self.open_run(config if config.is_file() else feed.entry.config_path, log if log.is_file() else None)
+
+    def gpu_reason(self) -> str | None:
+        """Why there is no GPU, in the interface language, when the GPU source can say it in one language
+        (``GpuFacts.reason`` holds both, for JSON). Asked only after the facts were read, so NVML has
+        already been tried: this never starts NVML on the UI thread."""
+        facts = self.session.facts
+        if facts is None or facts.gpu is None or facts.gpu.available:
+            return None
+        reason_in = getattr(self.gpu_source, "reason_in", None)
+        return reason_in(self.session.lang) if callable(reason_in) else None
 
     # App actions -----------------------------------------------------------------------------------------------
     async def action_toggle_lang(self) -> None:

@@ -40,6 +40,16 @@ def fmt_count(n: int | None) -> str:
     return str(n)
 
 
+def listing(parts: list[str], lang: Lang) -> str:
+    """Parts of one value joined as each language writes a list (``a, b`` / ``a,b``)."""
+    return ("," if lang == "zh" else ", ").join(parts)
+
+
+def aside(text: str, lang: Lang) -> str:
+    """A parenthetical after a value: `` (fits)`` / ``(放得下)`` with full-width brackets."""
+    return f"({text})" if lang == "zh" else f" ({text})"
+
+
 def yaml_scalar(value: Any) -> str:
     """How a value reads in a LLaMA-Factory YAML (``true``, ``null``, ``2``, ``ds_z3.json``)."""
     if value is True:
@@ -101,8 +111,11 @@ def oom_summary(diagnosis: Diagnosis | None, facts: Facts | None, lang: Lang, *,
     return "; ".join(parts) if lang == "en" else ";".join(parts)
 
 
-def facts_rows(facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang) -> list[tuple[str, str]]:
-    """(label, value) rows of the facts view: the config as LLaMA-Factory will run it, the GPU, the OOM."""
+def facts_rows(
+    facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang, *, gpu_reason: str | None = None
+) -> list[tuple[str, str]]:
+    """(label, value) rows of the facts view: the config as LLaMA-Factory will run it, the GPU, the OOM.
+    ``gpu_reason``: why there is no GPU in ``lang``, when the GPU source can say it in one language."""
     rows: list[tuple[str, str]] = []
     cfg = facts.config if facts is not None else None
     if cfg is None:
@@ -111,7 +124,7 @@ def facts_rows(facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang) -> 
         model = cfg.model_name_or_path or t("facts_unknown", lang)
         params = facts.model.params if facts is not None and facts.model is not None else None
         if params:
-            model += f" ({t('facts_params', lang, params=fmt_count(params))})"
+            model += aside(t("facts_params", lang, params=fmt_count(params)), lang)
         rows.append((t("facts_model", lang), model))
 
         if cfg.finetuning_type == "lora" and cfg.quantization_bit:
@@ -119,7 +132,7 @@ def facts_rows(facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang) -> 
         else:
             method = cfg.finetuning_type
         if cfg.stage and cfg.stage != "sft":
-            method += f", {t('facts_stage', lang, stage=cfg.stage)}"
+            method = listing([method, t("facts_stage", lang, stage=cfg.stage)], lang)
         rows.append((t("facts_method", lang), method))
 
         key = "facts_batch_value_gpus" if cfg.world_size > 1 else "facts_batch_value"
@@ -140,14 +153,19 @@ def facts_rows(facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang) -> 
         seq = [t("facts_cutoff", lang, cutoff=cfg.cutoff_len)]
         data = facts.data if facts is not None else None
         if data is not None and data.max_tokens:
-            seq.append(t("facts_longest", lang, tokens=data.max_tokens))
+            longest = t("facts_longest", lang, tokens=data.max_tokens)
+            if data.source == "tokenized":
+                longest += aside(t("facts_measured", lang), lang)
+            seq.append(longest)
+            if data.p99_tokens:
+                seq.append(t("facts_p99", lang, tokens=data.p99_tokens))
             if data.truncated:
                 seq.append(t("facts_truncated", lang, count=data.truncated))
         else:
             seq.append(t("facts_longest_unknown", lang))
         if cfg.packing:
             seq.append(t("facts_packing", lang))
-        rows.append((t("facts_sequence", lang), ", ".join(seq)))
+        rows.append((t("facts_sequence", lang), listing(seq, lang)))
 
         rows.append((t("facts_precision", lang), cfg.precision))
         if cfg.gradient_checkpointing:
@@ -180,7 +198,7 @@ def facts_rows(facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang) -> 
                 parts.append(t("facts_offload_optimizer", lang))
             if cfg.offload_param:
                 parts.append(t("facts_offload_param", lang))
-            ds = ", ".join(parts)
+            ds = listing(parts, lang)
         rows.append((t("facts_deepspeed", lang), ds))
 
         if cfg.per_device_eval_batch_size_set:
@@ -188,14 +206,15 @@ def facts_rows(facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang) -> 
         else:
             eval_batch = t("facts_eval_default", lang, batch=cfg.per_device_eval_batch_size)
         if not cfg.do_eval:
-            eval_batch += f", {t('facts_eval_off', lang)}"
+            eval_when = t("facts_eval_off", lang)
         elif cfg.eval_steps:
-            eval_batch += f", {t('facts_eval_every', lang, steps=cfg.eval_steps)}"
+            eval_when = t("facts_eval_every", lang, steps=cfg.eval_steps)
         else:
-            eval_batch += f", {t('facts_eval_on', lang)}"
+            eval_when = t("facts_eval_on", lang)
+        eval_batch = listing([eval_batch, eval_when], lang)
         rows.append((t("facts_eval", lang), eval_batch))
 
-    rows.append((t("facts_gpu", lang), gpu_line(facts, lang)))
+    rows.append((t("facts_gpu", lang), gpu_line(facts, lang, reason=gpu_reason)))
     if diagnosis is None and facts is not None and facts.log is not None:
         rows.append((t("facts_oom", lang), "…"))  # read, not yet diagnosed: say nothing rather than "no OOM"
     else:
@@ -203,24 +222,38 @@ def facts_rows(facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang) -> 
 
     est = facts.estimate if facts is not None else None
     if est is not None:
+        card_mib = est.gpu_total_mib or (facts.gpu_total_mib if facts is not None else None)
         value = t(
             "facts_estimate_value",
             lang,
             peak=fmt_mib(est.peak_allocated_mib, lang),
-            low=fmt_mib(est.expected_nvidia_smi_mib[0], lang),
-            high=fmt_mib(est.expected_nvidia_smi_mib[1], lang),
+            band=nvidia_smi_band(est.expected_nvidia_smi_mib, card_mib, lang),
             term=term_name(est.dominant_term, lang),
         )
         if est.fits is not None:
-            value += f" ({t('facts_fits' if est.fits else 'facts_does_not_fit', lang)})"
+            value += aside(t("facts_fits" if est.fits else "facts_does_not_fit", lang), lang)
         rows.append((t("facts_estimate", lang), value))
     return rows
 
 
-def gpu_line(facts: Facts | None, lang: Lang) -> str:
+def nvidia_smi_band(band_mib: tuple[float, float], card_mib: float | None, lang: Lang) -> str:
+    """What nvidia-smi would show: the estimator's band, with its high end capped at the card (the caching
+    allocator may keep reserving until the card is full, but nvidia-smi never shows more than the card).
+    The estimator's own numbers stay as they are; only the display is capped."""
+    low, high = band_mib
+    if card_mib is None or card_mib <= 0 or high <= card_mib:
+        return t("facts_band", lang, low=fmt_mib(low, lang), high=fmt_mib(high, lang))
+    if low >= card_mib:
+        return t("facts_band_over", lang, total=fmt_mib(card_mib, lang))
+    return t("facts_band_capped", lang, low=fmt_mib(low, lang), total=fmt_mib(card_mib, lang))
+
+
+def gpu_line(facts: Facts | None, lang: Lang, *, reason: str | None = None) -> str:
+    """The card, or why there is none: ``reason`` in ``lang`` when given, else ``GpuFacts.reason`` (which
+    holds both languages, for JSON)."""
     gpu = facts.gpu if facts is not None else None
     if gpu is None or not gpu.available or gpu.first is None:
-        reason = gpu.reason if gpu is not None else None
+        reason = reason or (gpu.reason if gpu is not None else None)
         return t("facts_no_gpu_reason", lang, reason=reason) if reason else t("facts_no_gpu", lang)
     dev = gpu.first
     parts = [t("facts_gpu_value", lang, name=dev.name, total=fmt_mib(dev.total_mib, lang))]
@@ -231,7 +264,7 @@ def gpu_line(facts: Facts | None, lang: Lang) -> str:
         parts.append(t("facts_gpu_others", lang, count=len(dev.processes), used=fmt_mib(used, lang)))
     if len(gpu.devices) > 1:
         parts.append(t("facts_gpu_more", lang, count=len(gpu.devices) - 1))
-    return ", ".join(parts)
+    return listing(parts, lang)
 
 
 @dataclass(frozen=True)
@@ -267,7 +300,9 @@ def effect_line(effect: EstimatedEffect | None, lang: Lang) -> str | None:
         after=fmt_mib(effect.after_mib, lang),
     )
     if effect.fits_after is not None:
-        text += f" ({t('proposal_effect_fits' if effect.fits_after else 'proposal_effect_no_fit', lang)})"
+        text += aside(
+            t("proposal_effect_fits" if effect.fits_after else "proposal_effect_no_fit", lang), lang
+        )
     if effect.note:
         text += f" {pick(effect.note, lang)}"
     return text

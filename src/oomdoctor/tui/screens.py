@@ -17,7 +17,16 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import (
+    Button,
+    DataTable,
+    Footer,
+    Input,
+    ProgressBar,
+    Static,
+    TabbedContent,
+    TabPane,
+)
 
 from oomdoctor.discover import display_path
 from oomdoctor.i18n import Lang, pick
@@ -206,6 +215,8 @@ class MainScreen(DoctorScreen):
         Binding("e", "explain", "Explain", id="explain", tooltip="Why this change, in full"),
         Binding("c", "copy_command", "Copy cmd", id="copy", tooltip="Copy the training command"),
         Binding("t", "trial", "Trial", id="trial", tooltip="Run a short trial of the new config"),
+        Binding("m", "measure_lengths", "Measure lengths", id="measure", tooltip="Measure the real lengths"),
+        Binding("escape", "cancel_measure", "Stop measuring", id="cancel_measure", tooltip="Stop measuring"),
         Binding("r", "runs", "Runs", id="runs", tooltip="Pick another run in this folder"),
         Binding("f", "show_tab('facts')", "Facts", show=False, id="tab_facts", tooltip="Facts"),
         Binding("p", "show_tab('proposal')", "Proposal", show=False, id="tab_proposal", tooltip="Proposal"),
@@ -224,6 +235,9 @@ class MainScreen(DoctorScreen):
             with TabPane("History", id="history"):
                 yield Static(id="history-empty")
                 yield HistoryTable(id="history-table", cursor_type="row")
+        with Horizontal(id="measure-status"):
+            yield Static(id="measure-label")
+            yield ProgressBar(id="measure-bar", show_eta=False)
         yield Footer(compact=True)
 
     async def on_mount(self) -> None:
@@ -238,7 +252,7 @@ class MainScreen(DoctorScreen):
             tabs.get_tab(pane_id).label = Text(t(f"tab_{pane_id}", lang))  # Text: "[f]" is not markup
         self.query_one(RunHeader).show(session, lang)
         self.query_one(OomBanner).show(session, lang)
-        self.query_one(FactsView).show(session, lang)
+        self.query_one(FactsView).show(session, lang, gpu_reason=self.doctor.gpu_reason())
         panel = self.query_one(QuestionPanel)
         pending = session.pending_questions
         if pending and session.diagnosis is not None:
@@ -258,7 +272,26 @@ class MainScreen(DoctorScreen):
         empty = self.query_one("#history-empty", Static)
         empty.update(t("history_empty", lang))
         empty.display = not session.history
+        self.show_measuring()
         self.refresh_bindings()
+
+    def show_measuring(self) -> None:
+        """The measuring line: what is happening and how far; hidden when nothing is being measured.
+        Called for every (coalesced) progress report, so it touches only the line itself."""
+        session = self.doctor.session
+        status = self.query_one("#measure-status", Horizontal)
+        status.display = session.measuring
+        if session.measuring:
+            label = self.query_one("#measure-label", Static)
+            bar = self.query_one("#measure-bar", ProgressBar)
+            if session.measure_total:
+                label.update(
+                    t("measure_progress", self.lang, done=session.measure_done, total=session.measure_total)
+                )
+                bar.update(total=session.measure_total, progress=session.measure_done)
+            else:
+                label.update(t("measure_loading", self.lang))
+                bar.update(total=None)  # indeterminate while LLaMA-Factory and the tokenizer load
 
     # Actions ---------------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -275,7 +308,11 @@ class MainScreen(DoctorScreen):
         ):
             return False
         if action == "apply":
-            return None if proposal is None or proposal.manual or session.config is None else True
+            return session.apply_enabled()
+        if action == "measure_lengths":
+            return session.can_measure  # while measuring, Esc (stop) takes its place in the footer
+        if action == "cancel_measure":
+            return session.measuring
         if action == "next_proposal":
             return len(session.proposals) > 1
         if action in ("copy_command", "trial"):
@@ -295,10 +332,19 @@ class MainScreen(DoctorScreen):
     def action_show_tab(self, pane_id: str) -> None:
         self.query_one("#tabs", TabbedContent).active = pane_id
 
+    def action_measure_lengths(self) -> None:
+        self.doctor.measure_lengths()
+
+    def action_cancel_measure(self) -> None:
+        self.doctor.cancel_measuring()
+
     def action_apply(self) -> None:
         session = self.doctor.session
         proposal = session.current_proposal
-        if proposal is None or proposal.manual or session.config is None:
+        if session.apply_enabled() is not True or proposal is None:
+            return
+        if session.proposal_measures:  # advice to measure: measure, there is nothing to write
+            self.doctor.measure_lengths()
             return
         from oomdoctor.discover import suggest_trial_folder
 

@@ -5,6 +5,7 @@ Plain data (no textual), so the screens stay views over it and tests can read it
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,8 +17,13 @@ from oomdoctor.tui.render import proposals_of
 if TYPE_CHECKING:
     from oomdoctor.diagnosis import Diagnosis, Proposal, Question
     from oomdoctor.discover import ScanResult
+    from oomdoctor.facts.types import DataFacts
     from oomdoctor.patch import PatchResult
     from oomdoctor.rules.facts import Facts
+
+# The rule that tells the user to measure the real lengths: in the TUI, Apply measures them instead of
+# writing a folder (the rule is manual advice for the command line).
+MEASURE_LENGTHS_RULE = "long_sample.measure_lengths"
 
 # Outcomes a history entry moves through: written -> running -> passed / oom / failed / stopped / timeout.
 OUTCOMES = ("written", "running", "passed", "oom", "failed", "stopped", "timeout")
@@ -60,6 +66,10 @@ class Session:
     # What the user told us beyond the files (api.gather keywords: lengths_file, longest_tokens, answers...).
     # It belongs to the run it came with: opening another run forgets it.
     known: dict[str, Any] = field(default_factory=dict)
+    # Measuring the real lengths (key m): samples tokenized so far and how many there are (None: loading).
+    measuring: bool = False
+    measure_done: int = 0
+    measure_total: int | None = None
 
     def open_run(self, config: Path | None, log: Path | None, *, is_demo: bool = False) -> None:
         """Forget the previous run's diagnosis (history stays: it is the session's). A trial's config is
@@ -79,6 +89,24 @@ class Session:
         self.patch = None
         self.patch_rule = None
         self.loading = True
+        self.stop_measuring()
+
+    def start_measuring(self) -> None:
+        self.measuring, self.measure_done, self.measure_total = True, 0, None
+
+    def stop_measuring(self) -> None:
+        self.measuring, self.measure_done, self.measure_total = False, 0, None
+
+    @property
+    def can_measure(self) -> bool:
+        """A config to read the dataset from, its facts read, and no measurement already running."""
+        return self.facts is not None and self.facts.config is not None and not self.measuring
+
+    @property
+    def proposal_measures(self) -> bool:
+        """The proposal on screen is "measure the real lengths": Apply measures them here."""
+        current = self.current_proposal
+        return current is not None and current.rule == MEASURE_LENGTHS_RULE
 
     def set_diagnosis(self, facts: Facts, diagnosis: Diagnosis) -> None:
         self.facts, self.diagnosis = facts, diagnosis
@@ -106,6 +134,15 @@ class Session:
         answered = self.facts.answers if self.facts is not None else {}
         return [q for q in self.diagnosis.questions if q.key not in answered and q.key not in self.skipped]
 
+    def apply_enabled(self) -> bool | None:
+        """True: Apply does something; None: shown but disabled (manual advice, no config, measuring)."""
+        proposal = self.current_proposal
+        if proposal is None or self.config is None:
+            return None
+        if proposal.rule == MEASURE_LENGTHS_RULE:
+            return True if self.can_measure else None
+        return None if proposal.manual else True
+
     def next_proposal(self) -> None:
         count = len(self.proposals)
         if count:
@@ -123,6 +160,17 @@ class Session:
             if entry.folder == folder:
                 return entry
         return None
+
+
+def facts_with_lengths(facts: Facts, data: DataFacts) -> Facts:
+    """The same facts with measured lengths and the estimate rebuilt on them (the estimator's inputs are
+    otherwise unchanged: the card is still ``facts.gpu_total_mib``). Derived values are left to the engine."""
+    from oomdoctor.estimate import estimate
+
+    est = facts.estimate
+    if facts.config is not None and facts.model is not None and facts.model.hidden_size:
+        est = estimate(facts.config, facts.model, data=data, gpu_total_mib=facts.gpu_total_mib)
+    return dataclasses.replace(facts, data=data, estimate=est, answers=dict(facts.answers), derived={})
 
 
 TRIAL_HISTORY_SAMPLES = 600  # what the charts can show: 2 minutes at 200 ms

@@ -61,6 +61,13 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "Diagnose the failed trial and go back to proposals",
         "zh": "诊断失败的试跑并回到修改建议",
     },
+    "key_measure": {"en": "Measure lengths", "zh": "统计长度"},
+    "key_measure_tip": {
+        "en": "Tokenize the dataset as LLaMA-Factory does and use the real sample lengths",
+        "zh": "按 LLaMA-Factory 的方式分词,用实际样本长度重新诊断",
+    },
+    "key_cancel_measure": {"en": "Stop measuring", "zh": "停止统计"},
+    "key_cancel_measure_tip": {"en": "Stop counting the sample lengths", "zh": "停止统计样本长度"},
     "key_close": {"en": "Close", "zh": "关闭"},
     "key_close_tip": {"en": "Close this window", "zh": "关闭此窗口"},
     # Tabs
@@ -146,6 +153,8 @@ TEXTS: dict[str, dict[str, str]] = {
     "facts_sequence": {"en": "Sequence", "zh": "序列长度"},
     "facts_cutoff": {"en": "cutoff_len {cutoff}", "zh": "cutoff_len {cutoff}"},
     "facts_longest": {"en": "longest real sample {tokens} tokens", "zh": "实际最长样本 {tokens} tokens"},
+    "facts_p99": {"en": "p99 {tokens}", "zh": "99 分位 {tokens}"},
+    "facts_measured": {"en": "measured", "zh": "已实测"},
     "facts_truncated": {"en": "{count} samples truncated", "zh": "{count} 条样本被截断"},
     "facts_longest_unknown": {"en": "longest real sample unknown", "zh": "实际最长样本未知"},
     "facts_packing": {"en": "packing on", "zh": "packing 已开启"},
@@ -177,12 +186,22 @@ TEXTS: dict[str, dict[str, str]] = {
     },
     "facts_gpu_more": {"en": "+{count} more GPUs", "zh": "另有 {count} 块 GPU"},
     "facts_no_gpu": {"en": "no NVIDIA GPU", "zh": "没有 NVIDIA GPU"},
-    "facts_no_gpu_reason": {"en": "no NVIDIA GPU ({reason})", "zh": "没有 NVIDIA GPU({reason})"},
+    "facts_no_gpu_reason": {"en": "not available: {reason}", "zh": "不可用:{reason}"},
     "facts_oom": {"en": "OOM", "zh": "显存溢出"},
     "facts_estimate": {"en": "Estimate", "zh": "估算"},
     "facts_estimate_value": {
-        "en": "peak {peak} allocated, nvidia-smi {low}–{high}; largest term: {term}",
-        "zh": "峰值 {peak}(已分配),nvidia-smi 约 {low}–{high};最大项:{term}",
+        "en": "peak {peak} allocated, nvidia-smi {band}; largest term: {term}",
+        "zh": "峰值 {peak}(已分配),nvidia-smi {band};最大项:{term}",
+    },
+    "facts_band": {"en": "{low}–{high}", "zh": "约 {low}–{high}"},
+    # The estimator's reserve band can reach past the card; nvidia-smi never shows more than the card.
+    "facts_band_capped": {
+        "en": "{low} up to the whole card ({total}): the allocator would fill it",
+        "zh": "{low} 直到整卡 {total}(分配器会把整卡占满)",
+    },
+    "facts_band_over": {
+        "en": "more than the whole card ({total})",
+        "zh": "超过整卡 {total}",
     },
     "facts_fits": {"en": "fits", "zh": "放得下"},
     "facts_does_not_fit": {"en": "does not fit", "zh": "放不下"},
@@ -236,6 +255,13 @@ TEXTS: dict[str, dict[str, str]] = {
         "zh": "运行命令(c 复制,t 短时试跑):",
     },
     "proposal_copied": {"en": "Command copied to the clipboard", "zh": "命令已复制到剪贴板"},
+    "proposal_measure_hint": {
+        "en": "Press a (or m anywhere) to measure them now: oomdoctor tokenizes the dataset with the "
+        "model's template, then diagnoses again with the real lengths. LLaMA-Factory and the model's "
+        "tokenizer must be on this machine.",
+        "zh": "按 a(或在任何页面按 m)立即统计:oomdoctor 用模型模板对数据集分词,再用实际长度重新诊断。"
+        "本机需要装有 LLaMA-Factory 和该模型的分词器。",
+    },
     "proposal_rule": {"en": "rule {rule}", "zh": "规则 {rule}"},
     # Apply dialog
     "apply_title": {"en": "Write this change into a new folder", "zh": "把修改写入新目录"},
@@ -297,6 +323,20 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "It passed: c copies the command for the full run; Esc goes back.",
         "zh": "通过:按 c 复制完整训练的命令;Esc 返回。",
     },
+    # Measuring real lengths
+    "measure_loading": {
+        "en": "Measuring lengths: loading LLaMA-Factory and the tokenizer… (Esc stops)",
+        "zh": "统计长度:正在加载 LLaMA-Factory 和分词器……(Esc 停止)",
+    },
+    "measure_progress": {
+        "en": "Measuring lengths: {done}/{total} samples (Esc stops)",
+        "zh": "统计长度:已分词 {done}/{total} 条(Esc 停止)",
+    },
+    "measure_done": {
+        "en": "Measured {samples} samples: longest {longest} tokens, {truncated} cut at cutoff_len {cutoff}",
+        "zh": "已统计 {samples} 条样本:最长 {longest} token,cutoff_len {cutoff} 会截断 {truncated} 条",
+    },
+    "measure_stopped": {"en": "Measuring stopped", "zh": "已停止统计长度"},
     "value_na": {"en": "n/a", "zh": "无"},
 }
 

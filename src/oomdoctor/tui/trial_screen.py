@@ -3,8 +3,11 @@ tail; at the end the result and the comparison with the trial it came from."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,13 +15,112 @@ from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.widgets import Footer, RichLog, Static
 
 from oomdoctor.discover import display_path
-from oomdoctor.tui.render import busiest_reading, fmt_mib, trial_outcome_line
+from oomdoctor.i18n import Lang, msg, pick
+from oomdoctor.tui.render import busiest_reading, fmt_mib, trial_outcome_line, yaml_scalar
 from oomdoctor.tui.screens import DoctorScreen
 from oomdoctor.tui.strings import t
 from oomdoctor.tui.widgets import LevelChart
 
 if TYPE_CHECKING:
     from oomdoctor.tui.session import TrialFeed
+
+
+TRIAL_NAME_MIN_COLUMNS = 18
+# Below this width the course's eight columns no longer fit side by side: each trial becomes a block.
+COMPARISON_TABLE_MIN_COLUMNS = 100
+_NUMERIC_HEADERS = ("cmp_h_peak_mib", "cmp_h_peak_gib", "cmp_h_wall", "cmp_h_eval_loss")
+_HEADERS = ("cmp_h_trial", "cmp_h_peak_mib", "cmp_h_peak_gib", "cmp_h_wall", "cmp_h_outcome", "cmp_h_steps",
+            "cmp_h_eval_loss", "cmp_h_delta")  # fmt: skip
+
+
+class ComparisonView:
+    """The core's comparison (``oomdoctor compare``: the course's columns, the difference to the first
+    trial, what changed, why two trials may not compare), laid out for the width it gets: the table when
+    it fits, one block per trial on a narrow terminal, never cut. Words and numbers are the core's."""
+
+    def __init__(self, comparison: Any, lang: Lang) -> None:
+        from oomdoctor.trial.compare import outcome_text
+
+        self.lang = lang
+        self.comparison = comparison
+        differences = [item.get("difference") for item in comparison.to_json()["trials"]]
+        self.cells: list[dict[str, str]] = []
+        for i, row in enumerate(comparison.rows):
+            delta = (
+                msg("cmp_first", lang) if i == 0 else pick(differences[i], lang) if differences[i] else "-"
+            )
+            self.cells.append(
+                {
+                    "cmp_h_trial": row.name,
+                    "cmp_h_peak_mib": "-" if row.peak_mib is None else f"{row.peak_mib:,.0f}",
+                    "cmp_h_peak_gib": "-" if row.peak_gib is None else f"{row.peak_gib:.2f}",
+                    "cmp_h_wall": "-" if row.wall_s is None else f"{row.wall_s:.2f}",
+                    "cmp_h_outcome": outcome_text(row, lang),
+                    "cmp_h_steps": f"{row.steps_done if row.steps_done is not None else '-'}/"
+                    f"{row.total_steps or '-'}",
+                    "cmp_h_eval_loss": "-" if row.eval_loss is None else f"{row.eval_loss:.4g}",
+                    "cmp_h_delta": delta,
+                }
+            )
+
+    def table(self) -> Table:
+        table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold", expand=False)
+        longest_name = max((len(c["cmp_h_trial"]) for c in self.cells), default=8)
+        for key in _HEADERS:
+            table.add_column(
+                msg(key, self.lang),
+                overflow="fold",
+                justify="right" if key in _NUMERIC_HEADERS else "left",
+                # the trial's name says which change it was: give it room before other columns wrap
+                min_width=min(longest_name, TRIAL_NAME_MIN_COLUMNS) if key == "cmp_h_trial" else None,
+            )
+        for cells in self.cells:
+            table.add_row(*(cells[key] for key in _HEADERS))
+        return table
+
+    def blocks(self) -> RenderableType:
+        """Each trial as a name line, then its values as ``label: value`` pairs that wrap, indented."""
+        sep = ":" if self.lang == "zh" else ": "
+        parts: list[RenderableType] = []
+        for cells in self.cells:
+            name = Text(cells["cmp_h_trial"], style="bold")
+            name.append(f"  {cells['cmp_h_delta']}", style="")
+            pairs = [
+                f"{msg(key, self.lang)}{sep}{cells[key]}" for key in _HEADERS[1:-1] if key != "cmp_h_outcome"
+            ]
+            values = Text(
+                "  ·  ".join(pairs) + "\n" + f"{msg('cmp_h_outcome', self.lang)}{sep}{cells['cmp_h_outcome']}"
+            )
+            parts += [name, Padding(values, (0, 0, 0, 2))]
+        return Group(*parts)
+
+    def tail(self) -> list[RenderableType]:
+        comparison, lang = self.comparison, self.lang
+        sources = {r.peak_source for r in comparison.rows if r.peak_source}
+        note = msg("cmp_peak_note_host" if sources == {"host_rss"} else "cmp_peak_note", lang)
+        parts: list[RenderableType] = [Text(note, style="dim")]
+        first = comparison.rows[0].name if comparison.rows else ""
+        changed = [r for r in comparison.rows[1:] if r.change or r.config_changes]
+        if changed:
+            parts.append(Text(msg("cmp_what_changed", lang), style="bold"))
+            for row in changed:
+                fields = [
+                    f"{c.field} {yaml_scalar(c.old)} → {yaml_scalar(c.new)}" for c in row.config_changes
+                ]
+                line = f"  {row.name} vs {first}: " + (", ".join(fields) or msg("cmp_no_config_change", lang))
+                title = (row.change or {}).get("title")
+                if title:
+                    line += f" ({pick(title, lang)})"
+                parts.append(Text(line))
+        if comparison.warnings:
+            parts.append(Text(msg("cmp_warnings", lang), style="bold yellow"))
+            parts += [Text(f"  ! {pick(w, lang)}") for w in comparison.warnings]
+        return parts
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(msg("cmp_trials_title", self.lang), style="bold")
+        yield self.table() if options.max_width >= COMPARISON_TABLE_MIN_COLUMNS else self.blocks()
+        yield from self.tail()
 
 
 class TrialScreen(DoctorScreen):
@@ -50,7 +152,8 @@ class TrialScreen(DoctorScreen):
         yield Static(id="trial-result")
         with ScrollableContainer(id="trial-compare"):
             yield Static(id="trial-compare-table")
-        yield RichLog(id="trial-log", max_lines=2000, wrap=True, markup=False)
+        # min_width: wrap to the widget, however narrow (RichLog's default of 78 overflows at 80 columns)
+        yield RichLog(id="trial-log", max_lines=2000, wrap=True, markup=False, min_width=20)
         yield Footer(compact=True)
 
     async def on_mount(self) -> None:
@@ -131,11 +234,15 @@ class TrialScreen(DoctorScreen):
                 hint = ""
             result.update(Text(f"{line}{hint}", style="bold green" if passed else "bold red"))
             result.display = True
+            if live.display:  # just finished: the log shrank under the result, keep its end in view
+                self.call_after_refresh(log.scroll_end, animate=False)
+                self.call_after_refresh(compare.focus)  # arrow keys scroll the comparison
             live.display = False
-            # The core's own table (the course's columns, deltas, what changed, comparability warnings).
-            table = feed.comparison.render(lang) if feed.comparison is not None else ""
-            self.query_one("#trial-compare-table", Static).update(Text(table))
-            compare.display = bool(table)
+            if feed.comparison is not None and feed.comparison.rows:
+                self.query_one("#trial-compare-table", Static).update(ComparisonView(feed.comparison, lang))
+                compare.display = True
+            else:
+                compare.display = False
         else:
             result.display = False
             live.display = True

@@ -85,7 +85,7 @@ class FactsView(VerticalScroll):
         yield Static(id="facts-table")
         yield Static(id="facts-findings")
 
-    def show(self, session: Session, lang: Lang) -> None:
+    def show(self, session: Session, lang: Lang, *, gpu_reason: str | None = None) -> None:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column(overflow="fold")
@@ -93,7 +93,7 @@ class FactsView(VerticalScroll):
             self.query_one("#facts-table", Static).update(t("loading", lang) if session.loading else "")
             self.query_one("#facts-findings", Static).update("")
             return
-        for label, value in facts_rows(session.facts, session.diagnosis, lang):
+        for label, value in facts_rows(session.facts, session.diagnosis, lang, gpu_reason=gpu_reason):
             table.add_row(label, value)
         self.query_one("#facts-table", Static).update(table)
         findings = session.diagnosis.findings if session.diagnosis is not None else []
@@ -209,7 +209,9 @@ class ProposalView(VerticalScroll):
             for line in diff:
                 diff_text.append(f"{line.sign} {line.text}\n", style="red" if line.sign == "-" else "green")
             parts.append(diff_text)
-        if proposal.manual:
+        if session.proposal_measures and session.config is not None:
+            parts.append(Text(t("proposal_measure_hint", lang), style="yellow"))
+        elif proposal.manual:
             parts.append(Text(t("proposal_manual", lang), style="yellow"))
         elif session.config is None:
             parts.append(Text(t("proposal_no_config", lang), style="yellow"))
