@@ -167,7 +167,7 @@ async def test_escape_stops_measuring_and_keeps_the_old_facts(
         await pilot.pause(0.2)
         text = screen_text(app)
         assert "Measuring lengths:" in text and "/10000 samples (Esc stops)" in text
-        assert "esc Stop measuring" in text and "m Measure lengths" not in text
+        assert "esc Stop measuring" in text and "m Measure" not in text
         assert isinstance(app.screen, MainScreen)
         await pilot.press("escape")
         assert calls["ended"].wait(10)
@@ -176,7 +176,7 @@ async def test_escape_stops_measuring_and_keeps_the_old_facts(
         assert calls["raised"] == "MeasuringStopped"
         assert not app.session.measuring and app.session.facts is facts and facts.data is None
         text = screen_text(app)
-        assert "Measuring lengths" not in text and "m Measure lengths" in text
+        assert "Measuring lengths" not in text and "m Measure" in text
 
 
 async def test_no_tokenizer_on_this_machine_is_a_one_line_error(user_dir: Path, gpu_source: Any) -> None:
@@ -204,7 +204,7 @@ async def test_measure_is_offered_only_with_a_config(user_dir: Path, gpu_source:
         await settle(app, pilot)
         assert app.session.facts is not None and app.session.facts.config is None
         assert app.screen.check_action("measure_lengths", ()) is False
-        assert "Measure lengths" not in screen_text(app).splitlines()[-1]
+        assert "m Measure" not in screen_text(app).splitlines()[-1]
 
 
 def test_progress_messages_coalesce() -> None:

@@ -215,7 +215,7 @@ class MainScreen(DoctorScreen):
         Binding("e", "explain", "Explain", id="explain", tooltip="Why this change, in full"),
         Binding("c", "copy_command", "Copy cmd", id="copy", tooltip="Copy the training command"),
         Binding("t", "trial", "Trial", id="trial", tooltip="Run a short trial of the new config"),
-        Binding("m", "measure_lengths", "Measure lengths", id="measure", tooltip="Measure the real lengths"),
+        Binding("m", "measure_lengths", "Measure", id="measure", tooltip="Measure the real lengths"),
         Binding("escape", "cancel_measure", "Stop measuring", id="cancel_measure", tooltip="Stop measuring"),
         Binding("r", "runs", "Runs", id="runs", tooltip="Pick another run in this folder"),
         Binding("f", "show_tab('facts')", "Facts", show=False, id="tab_facts", tooltip="Facts"),

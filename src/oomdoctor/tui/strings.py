@@ -61,7 +61,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "Diagnose the failed trial and go back to proposals",
         "zh": "诊断失败的试跑并回到修改建议",
     },
-    "key_measure": {"en": "Measure lengths", "zh": "统计长度"},
+    "key_measure": {"en": "Measure", "zh": "统计长度"},
     "key_measure_tip": {
         "en": "Tokenize the dataset as LLaMA-Factory does and use the real sample lengths",
         "zh": "按 LLaMA-Factory 的方式分词,用实际样本长度重新诊断",
