@@ -74,6 +74,15 @@ def round_up(value: int, multiple: int) -> int:
     return int(math.ceil(value / multiple) * multiple)
 
 
+def lora_dropout(config: ConfigFacts) -> float:
+    """The run's lora_dropout (the YAML value, else LLaMA-Factory's default from memory_model.yaml)."""
+    value = config.raw.get("lora_dropout") if isinstance(config.raw, dict) else None
+    try:
+        return float(value) if value is not None else float(constants()["lora_dropout_default"])
+    except (TypeError, ValueError):
+        return float(constants()["lora_dropout_default"])
+
+
 def lora_targets(lora_target: str | None) -> tuple[set[str], list[str]]:
     """Which block linears carry LoRA (``all`` = every linear but the lm_head) and the names we did not know."""
     text = (lora_target or "all").strip().lower()
@@ -413,6 +422,11 @@ def estimate(
     # Per-linear input copies. LoRA under AMP: autocast's 16-bit copy; fp32 adapters without AMP: PEFT's fp32
     # copy; pure bf16: none. Full fine-tuning under AMP: autocast's copy of each linear's input.
     lora_copy_bytes = 0 if pure else (2 if amp else 4)
+    if method == "lora" and lora_dropout(config) > 0:
+        # LoRA dropout gives each adapted linear its own dropped-out input (kept by lora_A, in the adapter's
+        # compute dtype) and a boolean mask: a pure-bf16 adapter no longer shares the layer's input.
+        lora_copy_bytes = (lora_copy_bytes or act_bytes) + int(k["dropout_mask_bytes"])
+        notes.add("est_note_lora_dropout", dropout=lora_dropout(config))
     copy_bytes = lora_copy_bytes if method == "lora" else (2 if amp else 0)
     quantized_input_bytes = 0
     if quant_bit and method != "full":
@@ -451,7 +465,13 @@ def estimate(
 
     misc_b = float(k["misc_allocated_mib"]) * MIB
     trainable_state_b = grads_b + optim_b + amp_copies_b
-    train_b = weights_b + trainable_state_b + activations_b + loss_b + misc_b
+    # The Trainer sets gradients to None after every optimizer step. They are held through the forward pass
+    # only while they accumulate over micro-batches, or when DDP buckets / ZeRO partitions keep them.
+    grads_held = bool(zero) or world > 1 or int(config.gradient_accumulation_steps) > 1
+    forward_state_b = trainable_state_b if grads_held else trainable_state_b - grads_b
+    if not grads_held and method != "lora":
+        notes.add("est_note_grads_freed")
+    train_b = weights_b + forward_state_b + activations_b + loss_b + misc_b
     step_b = weights_b + trainable_state_b + step_temp_b + misc_b
     train_peak_b = max(train_b, step_b)
 
@@ -481,17 +501,24 @@ def estimate(
     dominant = max(train_terms, key=lambda key: train_terms[key])
 
     # ---- what nvidia-smi shows: reserved (allocator) + CUDA context
+    # Persistent state (weights, gradients, optimizer state) is allocated once per tensor and cached tight;
+    # only what comes and goes every step is inflated. With fixed shapes that is the fixed-shape factor. With
+    # variable lengths the stored activations are cached at their largest size, while the big per-step buffers
+    # (logits and loss, the recomputed layer, the eval batch) change size with every batch and creep.
     ctx_low, ctx_high = (float(v) for v in k["cuda_context_mib"])
     low_factor, high_factor = (float(v) for v in k["fixed_shape_reserve"])
     variable_lengths = not config.packing
+    static_b = weights_b + trainable_state_b + misc_b
+    transient_b = max(0.0, peak_b - static_b)
     reserved_low_b = peak_b * low_factor
+    reserved_high_b = static_b + transient_b * high_factor
     if variable_lengths:
-        static_b = weights_b + trainable_state_b + misc_b
-        working_b = (train_peak_b - static_b) + (max(0.0, eval_peak_b - (weights_b + optim_b + misc_b)) if config.do_eval else 0.0)
-        reserved_high_b = max(peak_b * high_factor, static_b + float(k["variable_length_creep"]) * working_b)
+        eval_working_b = max(0.0, eval_peak_b - (weights_b + optim_b + misc_b)) if config.do_eval else 0.0
+        working_b = max(0.0, train_peak_b - static_b) + eval_working_b
+        stored_kept_b = min(stored_b, working_b)
+        creep_b = stored_kept_b * high_factor + float(k["variable_length_creep"]) * (working_b - stored_kept_b)
+        reserved_high_b = max(reserved_high_b, static_b + creep_b)
         notes.add("est_note_creep", creep=k["variable_length_creep"])
-    else:
-        reserved_high_b = peak_b * high_factor
     smi_low = reserved_low_b / MIB + ctx_low
     smi_high = reserved_high_b / MIB + ctx_high
 
@@ -528,4 +555,5 @@ def estimate(
         attention=attention,
         trainable_params=int(trainable_params),
         tokens_per_micro_batch=int(tokens),
+        expected_reserved_mib=(round(reserved_low_b / MIB, 1), round(reserved_high_b / MIB, 1)),
     )

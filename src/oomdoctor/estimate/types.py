@@ -35,3 +35,6 @@ class Estimate:
     attention: str = "sdpa"  # eager / sdpa / fa2, as LLaMA-Factory will run it
     trainable_params: int | None = None
     tokens_per_micro_batch: int | None = None  # sequences x padded_len of the worst training batch
+    # PyTorch's reserved peak (torch max_memory_reserved, LLaMA-Factory's RECORD_VRAM vram_reserved): the
+    # nvidia-smi band without the CUDA context.
+    expected_reserved_mib: tuple[float, float] | None = None  # [low, high]
