@@ -100,3 +100,47 @@ def test_unknown_model_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     config.write_text("model_name_or_path: acme/Mystery-7B\nstage: sft\n", encoding="utf-8")
     assert main(["estimate", "--config", str(config), "--gpu-mib", "24000"]) == 2
     assert "acme/Mystery-7B" in capsys.readouterr().err
+
+
+def test_band_never_reads_above_a_known_card(capsys: pytest.CaptureFixture[str]) -> None:
+    """On a 24 GB card the course's batch-4 run fits as tensors but its cache would grow past the card:
+    the JSON keeps the estimator's band and adds what the card can show; the text says the cache fills it."""
+    args = ["--longest-tokens", "957", "--eval-longest-tokens", "604", "--gpu", "RTX 4090"]
+    data = _run_json(capsys, *args)
+    low, high = data["expected_nvidia_smi_mib"]
+    assert high > 24564 and data["fills_card"] is True
+    assert data["expected_nvidia_smi_on_card_mib"] == [low, 24564]
+    assert data["fits"] is False and data["allocated_fits"] is True
+    reserved_low, reserved_high = data["expected_reserved_mib"]
+    assert reserved_low < low and reserved_high < high  # the band without the CUDA context
+    for lang, words in (("en", "up to the whole card (24,564 MiB)"), ("zh", "直至占满整卡(24,564 MiB)")):
+        assert main(["--lang", lang, "estimate", "--config", str(COURSE_CONFIG), *args]) == 0
+        out = capsys.readouterr().out
+        assert words in out and f"{high:,.0f}" not in out
+
+
+def test_fitting_card_reports_no_fill_and_the_full_band(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _run_json(capsys, "--longest-tokens", "957", "--eval-longest-tokens", "604", "--gpu", "A100-80GB")
+    assert data["fills_card"] is False and data["fits"] is True
+    assert data["expected_nvidia_smi_on_card_mib"] == data["expected_nvidia_smi_mib"]
+
+
+def test_peak_beyond_the_card_says_nvidia_smi_cannot_show_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--lang", "en", "estimate", "--config", str(COURSE_CONFIG), "--gpu", "T4"]) == 0
+    out = capsys.readouterr().out
+    assert "nvidia-smi cannot show it" in out and "does not fit" in out
+
+
+def test_chinese_table_columns_line_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """Chinese labels are two terminal columns per character: the numbers still end in one column."""
+    import unicodedata
+
+    assert main(["--lang", "zh", "estimate", "--config", str(COURSE_CONFIG), "--longest-tokens", "957"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    start = out.index("分项(MiB)")
+    rows = [line.split("  <-")[0] for line in out[start + 1 : start + 7]]
+
+    def width(text: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+    assert len({width(row) for row in rows}) == 1, rows

@@ -93,6 +93,17 @@ def _n(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def _width(text: str) -> int:
+    """Terminal columns: CJK characters and full-width punctuation take two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - _width(text))
+
+
 def report(config: ConfigFacts, model: ModelFacts, result: Estimate, extra: dict[str, Any], lang: Lang) -> str:
     """The estimate as a table a person reads in a terminal."""
     method = config.finetuning_type
@@ -111,25 +122,32 @@ def report(config: ConfigFacts, model: ModelFacts, result: Estimate, extra: dict
         out.append("  " + msg("est_eval_line", lang, batch=result.eval_batch, length=result.eval_len))
 
     labels = {key: msg(f"est_term_{key}", lang) for key in result.terms}
-    width = max(len(label) for label in labels.values()) + 2
+    phase_labels = {key: msg(f"est_phase_{key}", lang) for key in result.phases}
+    width = max(_width(label) for label in [*labels.values(), *phase_labels.values()]) + 2
     out += ["", msg("est_terms_header", lang)]
     for key, value in result.terms.items():
         mark = "  " + msg("est_dominant", lang) if key == result.dominant_term else ""
-        out.append(f"  {labels[key]:<{width}}{_n(value):>10}{mark}")
+        out.append(f"  {_pad(labels[key], width)}{_n(value):>10}{mark}")
     out += ["", msg("est_phases_header", lang)]
     for key, value in result.phases.items():
-        out.append(f"  {msg(f'est_phase_{key}', lang):<{width}}{_n(value):>10}")
+        out.append(f"  {_pad(phase_labels[key], width)}{_n(value):>10}")
 
     low, high = result.expected_nvidia_smi_mib
-    out += ["", msg("est_peak", lang, peak=_n(result.peak_allocated_mib)), msg("est_band", lang, low=_n(low), high=_n(high))]
     total = result.gpu_total_mib
+    out += ["", msg("est_peak", lang, peak=_n(result.peak_allocated_mib))]
+    if total is not None and low > total:
+        out.append(msg("est_band_over", lang, low=_n(low), total=_n(total)))
+    elif total is not None and result.fills_card:
+        out.append(msg("est_band_fills", lang, low=_n(low), total=_n(total)))  # never more than the card
+    else:
+        out.append(msg("est_band", lang, low=_n(low), high=_n(high)))
     card = extra.get("card") or "--gpu-mib"
     if total is None:
         out.append(msg("est_card_unknown", lang))
     elif result.fits:
         out.append(msg("est_card_fits", lang, card=card, total=_n(total), headroom=_n(result.headroom_mib or 0)))
     elif result.allocated_fits:
-        out.append(msg("est_card_tight", lang, card=card, total=_n(total), over=_n(high - total)))
+        out.append(msg("est_card_tight", lang, card=card, total=_n(total), peak=_n(result.peak_allocated_mib)))
     else:
         out.append(msg("est_card_no", lang, card=card, total=_n(total), peak=_n(result.peak_allocated_mib)))
     if total is not None:

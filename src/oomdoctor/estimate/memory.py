@@ -522,11 +522,15 @@ def estimate(
     smi_low = reserved_low_b / MIB + ctx_low
     smi_high = reserved_high_b / MIB + ctx_high
 
-    fits = headroom = allocated_fits = None
+    fits = headroom = allocated_fits = fills_card = None
+    on_card: tuple[float, float] | None = None
     if gpu_total_mib:
         fits = smi_high <= gpu_total_mib
         headroom = gpu_total_mib - smi_high
         allocated_fits = peak_b / MIB + ctx_low <= gpu_total_mib
+        # nvidia-smi never shows more than the card: past it the allocator frees its cache and retries.
+        fills_card = smi_high > gpu_total_mib
+        on_card = (round(min(smi_low, gpu_total_mib), 1), round(min(smi_high, gpu_total_mib), 1))
         if fits is False and allocated_fits:
             notes.add("est_note_tight", total=round(gpu_total_mib))
     if world > 1:
@@ -556,4 +560,6 @@ def estimate(
         trainable_params=int(trainable_params),
         tokens_per_micro_batch=int(tokens),
         expected_reserved_mib=(round(reserved_low_b / MIB, 1), round(reserved_high_b / MIB, 1)),
+        fills_card=fills_card,
+        expected_nvidia_smi_on_card_mib=on_card,
     )

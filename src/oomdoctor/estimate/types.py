@@ -38,3 +38,7 @@ class Estimate:
     # PyTorch's reserved peak (torch max_memory_reserved, LLaMA-Factory's RECORD_VRAM vram_reserved): the
     # nvidia-smi band without the CUDA context.
     expected_reserved_mib: tuple[float, float] | None = None  # [low, high]
+    # With the card known: does the band's high end reach it (the cache would fill the card; nvidia-smi then
+    # shows the card full), and the band as the card can show it (high capped at the card's total).
+    fills_card: bool | None = None
+    expected_nvidia_smi_on_card_mib: tuple[float, float] | None = None  # [low, min(high, card)]
