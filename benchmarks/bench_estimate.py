@@ -9,7 +9,9 @@ tables), warm estimates, and the largest-fitting-micro-batch search; also checks
 Activations: builds small Qwen3 / Llama models with random weights, runs the decoder stack forward under
 ``torch.autograd.graph.saved_tensors_hooks`` and adds up the distinct storages autograd keeps (parameters
 excluded). The per-layer figure is the difference between a 3-layer and a 2-layer model, so fixed costs
-cancel. It is printed next to the estimator's per-layer figure for the same settings.
+cancel. It is printed next to the estimator's per-layer figure for the same settings. With lora_dropout the
+CPU keeps dropout's mask in the input's dtype where CUDA keeps a 1-byte bool: the modelled figure is moved
+by that difference so the two compare like with like.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def _hf_config(kind: str, layers: int, attention: str):
 
 
 def _saved_bytes(kind: str, layers: int, *, method: str, precision: str, targets: tuple[str, ...], attention: str,
-                 batch: int, seq: int) -> int:
+                 batch: int, seq: int, dropout: float = 0.0) -> int:
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaForCausalLM, Qwen3ForCausalLM
@@ -95,13 +97,14 @@ def _saved_bytes(kind: str, layers: int, *, method: str, precision: str, targets
     cls = Qwen3ForCausalLM if kind == "qwen3" else LlamaForCausalLM
     model = cls(_hf_config(kind, layers, attention)).to(torch.bfloat16)  # LLaMA-Factory loads 16-bit weights
     if method == "lora":
-        model = get_peft_model(model, LoraConfig(r=8, target_modules=list(targets), lora_dropout=0.0))
+        model = get_peft_model(model, LoraConfig(r=8, target_modules=list(targets), lora_dropout=dropout))
         for param in model.parameters():
             if param.requires_grad:  # LLaMA-Factory upcasts trainable params unless pure_bf16
                 param.data = param.data.to(torch.bfloat16 if precision == "pure_bf16" else torch.float32)
         base = model.get_base_model()
     else:
         base = model
+    model.train()  # dropout is only active in training mode
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen: dict[int, int] = {}
 
@@ -122,6 +125,14 @@ def _saved_bytes(kind: str, layers: int, *, method: str, precision: str, targets
     return sum(seen.values())
 
 
+def _adapted_in_features(hf: dict, targets: tuple[str, ...]) -> int:
+    """Sum of the input widths of the adapted linears of one decoder layer."""
+    hidden = hf["hidden_size"]
+    q_dim = hf["num_attention_heads"] * (hf.get("head_dim") or hidden // hf["num_attention_heads"])
+    width = {"o_proj": q_dim, "down_proj": hf["intermediate_size"]}
+    return sum(width.get(name, hidden) for name in targets)
+
+
 def bench_activations() -> list[dict[str, object]]:
     from oomdoctor.estimate import estimate
     from oomdoctor.facts.config import config_from_mapping
@@ -129,19 +140,22 @@ def bench_activations() -> list[dict[str, object]]:
 
     batch, seq = 2, 64
     settings = [
-        ("qwen3", "lora", "fp16", ALL, "sdpa"),
-        ("llama", "lora", "fp16", ALL, "sdpa"),
-        ("llama", "lora", "pure_bf16", ("q_proj", "v_proj"), "sdpa"),
-        ("llama", "lora", "fp32", ("q_proj", "v_proj"), "sdpa"),
-        ("llama", "lora", "fp32", ("q_proj", "v_proj"), "eager"),
-        ("llama", "full", "pure_bf16", ALL, "sdpa"),
+        ("qwen3", "lora", "fp16", ALL, "sdpa", 0.0),
+        ("llama", "lora", "fp16", ALL, "sdpa", 0.0),
+        ("llama", "lora", "pure_bf16", ("q_proj", "v_proj"), "sdpa", 0.0),
+        ("llama", "lora", "fp32", ("q_proj", "v_proj"), "sdpa", 0.0),
+        ("llama", "lora", "fp32", ("q_proj", "v_proj"), "eager", 0.0),
+        ("llama", "full", "pure_bf16", ALL, "sdpa", 0.0),
+        # lora_dropout above 0: every adapted linear keeps its own dropped-out input and mask
+        ("llama", "lora", "pure_bf16", ("q_proj", "v_proj"), "sdpa", 0.05),
+        ("llama", "lora", "fp16", ALL, "sdpa", 0.1),
+        ("qwen3", "lora", "fp32", ALL, "sdpa", 0.05),
     ]
     rows = []
-    for kind, method, precision, targets, attention in settings:
-        measured = (
-            _saved_bytes(kind, 3, method=method, precision=precision, targets=targets, attention=attention, batch=batch, seq=seq)
-            - _saved_bytes(kind, 2, method=method, precision=precision, targets=targets, attention=attention, batch=batch, seq=seq)
-        ) / (batch * seq)
+    for kind, method, precision, targets, attention, dropout in settings:
+        shape = {"method": method, "precision": precision, "targets": targets, "attention": attention,
+                 "batch": batch, "seq": seq, "dropout": dropout}
+        measured = (_saved_bytes(kind, 3, **shape) - _saved_bytes(kind, 2, **shape)) / (batch * seq)
         hf = _hf_config(kind, 2, attention).to_dict()
         model = model_from_config_dict(hf)
         raw = {
@@ -151,10 +165,18 @@ def bench_activations() -> list[dict[str, object]]:
         }
         if precision != "fp32":
             raw[precision] = True
+        if dropout:
+            raw["lora_dropout"] = dropout
         result = estimate(config_from_mapping(raw), model, longest_tokens=seq)
         modelled = result.terms["activations"] * 2**20 / (model.num_layers or 1) / result.tokens_per_micro_batch
+        if dropout:
+            # CUDA's fused dropout keeps a 1-byte bool mask (what the estimator counts); the CPU fallback
+            # keeps the noise tensor in the input's dtype: fp32 when PEFT casts to fp32 adapters, else bf16.
+            mask_bytes = 2 if precision == "pure_bf16" else 4
+            modelled += (mask_bytes - 1) * _adapted_in_features(hf, targets)
         rows.append({
-            "setting": f"{kind} {method} {precision} {'all' if targets == ALL else '+'.join(targets)} {attention}",
+            "setting": f"{kind} {method} {precision} {'all' if targets == ALL else '+'.join(targets)} {attention}"
+            + (f" dropout {dropout}" if dropout else ""),
             "measured_bytes_per_token_layer": round(measured),
             "modelled_bytes_per_token_layer": round(modelled),
             "error": modelled / measured - 1.0,
