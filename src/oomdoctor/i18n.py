@@ -541,6 +541,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "killed without a traceback during training (after {n} steps): the log cannot tell what filled host RAM",
         "zh": "训练中(已完成 {n} 步)被直接杀死、没有调用栈:日志看不出是什么占满了主机内存",
     },
+    "log_ev_after_step": {
+        "en": "it failed after step {n} had completed, in the hook where the Trainer evaluates and saves: "
+        "evaluation or checkpoint save (the config's eval_steps / save_steps tell which)",
+        "zh": "在第 {n} 步完成之后、Trainer 做验证和保存的钩子里失败:是验证或保存检查点"
+        "(配置中的 eval_steps / save_steps 可以区分)",
+    },
     "log_ev_after_train": {
         "en": "training had finished; what ran after it is not in the log",
         "zh": "训练已结束;之后运行的内容不在日志中",

@@ -79,12 +79,25 @@ def _top_level_alternatives(pattern: str) -> list[str]:
 
 def test_frame_and_code_entries_name_known_roles_and_phases() -> None:
     for entry in RAW["frames"] + RAW["code"]:
-        assert entry["role"] in ("context", "train", "loss", "forward")
+        assert entry["role"] in ("context", "after_step", "train", "loss", "forward")
         if entry["role"] == "context":
             assert entry["phase"] in PHASES
         assert entry["why"]["en"] and entry["why"]["zh"]
     for entry in RAW["markers"]:
         assert entry["why"]["en"] and entry["why"]["zh"]
+
+
+CARD_EXAMPLES = [(f["pattern"], e) for f in RAW["card_names"]["forms"] for e in f["examples"]]
+
+
+@pytest.mark.parametrize(("pattern", "line"), CARD_EXAMPLES)
+def test_card_name_example_gives_a_name(pattern: str, line: str) -> None:
+    scanner = LogScanner()
+    scanner.feed_text(line + "\n")
+    run, _ = scanner.result()
+    assert run.card_name, line
+    assert not run.card_name.endswith("...")
+    assert re.search(pattern, line)
 
 
 def test_tables_load_once_with_the_safe_loader() -> None:

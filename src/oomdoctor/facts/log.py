@@ -270,6 +270,7 @@ def _facts_from(
     f.error_type = res.error_type
     f.error_line = failure.line
     f.phase = res.phase
+    f.phase_candidates = list(res.candidates)
     f.phase_confidence = res.confidence
     f.phase_evidence_text = list(res.evidence)
     if runs_seen > 1:
@@ -296,11 +297,14 @@ def _facts_from(
         f.reserved_mib = n.reserved_mib
         f.reserved_unallocated_mib = n.reserved_unallocated_mib
         f.gpu_index = n.gpu_index
+        if n.gpu_index is not None and n.gpu_index in run.card_names:
+            f.card_name = run.card_names[n.gpu_index]  # the failing card, where the log names each card
         f.other_processes = [OtherProcess(pid=pid, used_mib=mib) for pid, mib in n.other_processes]
     return f
 
 
 def _banner_facts(f: LogFacts, run: Run) -> None:
+    f.card_name = run.card_name
     f.instantaneous_batch_size = run.instantaneous_batch_size
     f.gradient_accumulation_steps = run.gradient_accumulation_steps
     f.total_train_batch_size = run.total_train_batch_size

@@ -44,6 +44,7 @@ class PhaseResult:
     frames: list[Frame] = field(default_factory=list)
     kind: str | None = None  # the failure kind, refined by the library it was raised in
     error_type: str | None = None
+    candidates: list[str] = field(default_factory=list)  # phases still possible when phase is "unknown"
 
 
 def text(key: str, **fields: object) -> LocalText:
@@ -91,7 +92,9 @@ def parse_frames(block: list[str]) -> list[Frame]:
     return frames
 
 
-_ROLE_RANK = {"context": 4, "train": 3, "loss": 2, "forward": 1}
+_ROLE_RANK = {"context": 5, "after_step": 4, "train": 3, "loss": 2, "forward": 1}
+# What the Trainer does in its after-step hook: the phases a failure there can belong to.
+AFTER_STEP_PHASES = ("eval", "save")
 
 
 def _classify(frame: Frame, t: Tables) -> FrameRule | CodeRule | None:
@@ -189,9 +192,28 @@ def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = N
             res.phase, res.confidence = "first_batch", "low"
             ev.append(text("log_ev_no_step_info"))
 
+    after_step = roles.get("after_step")
     if context_hit is not None:
         res.phase, res.confidence = str(context_hit[1].phase), "high"
         frame_evidence(context_hit)
+    elif (
+        after_step is not None
+        and compute_hit is not None
+        and compute_hit[0] is not after_step[0]
+        and (
+            compute_hit[1].role in ("loss", "forward")
+            and frames.index(compute_hit[0]) > frames.index(after_step[0])
+        )
+    ):
+        # a model forward below the after-step hook: the Trainer only evaluates there
+        res.phase, res.confidence = "eval", "high"
+        frame_evidence(compute_hit)
+        frame_evidence(after_step)
+    elif after_step is not None:
+        res.phase, res.confidence = "unknown", "low"
+        res.candidates = list(AFTER_STEP_PHASES)
+        frame_evidence(after_step)
+        ev.append(text("log_ev_after_step", n=good if good is not None else "?"))
     elif "train" in roles or ("loss" in roles and snap.context != "eval"):
         deciding = roles.get("train") or roles["loss"]
         if compute_hit is not None and compute_hit[0] is not deciding[0]:
@@ -235,9 +257,11 @@ def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = N
         elif not failure.cut:
             ev.append(text("log_ev_nothing"))
 
+    if failure.cut and not any(f.function for f in frames):
+        res.confidence = "low"  # not even a frame: only the log's state at the cut tells where
     if res.phase in TRAINING_PHASES:
         res.step = good + 1 if good is not None else (1 if res.phase == "first_batch" else None)
-    elif res.phase in ("eval", "save"):
+    elif res.phase in ("eval", "save") or res.candidates:
         res.step = good
     elif res.phase == "unknown" and snap.context == "train" and good is not None:
         res.step = good + 1

@@ -52,6 +52,23 @@ def match_frame_line(text: str) -> re.Match[str] | None:
     return None
 
 
+# `rich` tracebacks (Typer / accelerate / many training scripts): frames in a box, "│ path.py:261 in main │",
+# the header wrapped over two lines when the path is long ("│ .../modules.py: │" + "│ 268 in f │", or
+# "│ .../trainer.py:1929 in │" + "│ _inner_training_loop │"), the running line marked "❱ 1445" (older: "> 105")
+# among numbered context lines. They are rewritten into Python's own form so one frame parser serves both.
+RICH_BOX = "│"
+_RICH_FRAME = re.compile(r"^(?P<path>\S.*?\.pyx?):(?P<line>\d+) in (?P<func>[^\s(]+)$")
+_RICH_HEAD = re.compile(r"^\S.*?\.pyx?:(?:\d+ in)?$")
+_RICH_RUNNING = re.compile(r"^(?:❱|>|→)\s*\d+\s+(?P<code>.*)$")
+_BOX_ONLY = re.compile(r"^[\s╭╮╰╯─│┃━┏┓┗┛]+$")
+# A job platform that wraps every line of the process's output as its own log record: one or more
+# timestamps, then level / source tags ("2023-09-14 21:27:58\t2023-09-14 21:27:58.000 [INFO] [Driver] ",
+# Kubernetes "2024-05-01T10:00:00.123Z stdout F "). Taken off only where the rest is traceback text.
+_STAMP_PREFIX = re.compile(
+    r"^(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+)+"
+    r"(?:(?:\[[^\]\s]{1,24}\]|stdout|stderr|F|P)[ \t]+){0,3}"
+)
+
 _EXCEPTION_LINE = re.compile(
     r"^(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit|Failure)\b(?::|\s*$)"
 )
@@ -116,6 +133,8 @@ class Failure:
     snapshot: Snapshot
     pending_lines: int = 0  # continuation lines still to append to ``message``
     cut: bool = False  # a traceback without its error line
+    after_seq: int = 0  # tracebacks opened before this failure have a lower ``seq``
+    adopted: bool = False  # ``block`` is a traceback printed after the error line (see _adopt)
 
 
 @dataclass
@@ -123,6 +142,9 @@ class _Traceback:
     lines: list[str]
     snapshot: Snapshot
     has_frames: bool = False
+    header: bool = False  # opened by "Traceback (most recent call last)"
+    seq: int = 0  # order in which tracebacks were opened
+    key: str = ""
 
 
 @dataclass
@@ -142,6 +164,13 @@ class Run:
     setup_line: str | None = None
     setup_why: dict[str, str] | None = None
     warnings: list[str] = field(default_factory=list)
+    tracebacks_opened: int = 0
+    rich_pending: dict[str, str] = field(default_factory=dict)  # a wrapped rich frame header, per process
+    stamped_keys: set[str] = field(
+        default_factory=set
+    )  # processes whose traceback lines carry a platform stamp
+    card_name: str | None = None  # first card name the log printed
+    card_names: dict[int, str] = field(default_factory=dict)  # by GPU index, where the log says it
     alloc_retries: int = 0
     alloc_retries_max: int = 0
     # banner facts
@@ -218,6 +247,9 @@ class LogScanner:
         """The run to report (the last one that failed, else the last one) and how many runs were seen."""
         run = self.run
         self._close_cut_traceback(run)
+        for tb in sorted(run.open_tracebacks.values(), key=lambda t: t.seq):
+            if run.failure is None or run.failure.cut or _adopt(run.failure, tb):
+                break
         if run.failure is None and self.last_failed is not None:
             return self.last_failed, self.runs_seen
         return run, self.runs_seen
@@ -233,6 +265,13 @@ class LogScanner:
         if not text.strip():
             self._blank(key)
             return
+        if text[:1].isdigit():
+            text = self._unstamp(key, text)
+        if RICH_BOX in text or "╰" in text:
+            rich = self._rich(key, text)
+            if rich is None:
+                return
+            text = rich
         failure = run.failure
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1
@@ -310,6 +349,64 @@ class LogScanner:
             recent.append(text)
             run.last_content_was_traceback = False
 
+    def _unstamp(self, key: str, text: str) -> str:
+        """Take a job platform's timestamp prefix off a line whose rest is traceback text."""
+        m = _STAMP_PREFIX.match(text)
+        if m is None or m.end() == len(text):
+            return text
+        rest = text[m.end() :]
+        run = self.run
+        if match_frame_line(rest) is not None or TRACEBACK_HEADER in rest:
+            run.stamped_keys.add(key)
+            return rest
+        if key in run.stamped_keys and (
+            key in run.open_tracebacks or self.t.oom_hint.search(rest) or _EXCEPTION_LINE.match(rest)
+        ):
+            return rest
+        return text
+
+    def _rich(self, key: str, text: str) -> str | None:
+        """A line of a rich traceback box as Python would print it (a frame header or the running source
+        line), or None for the box's other lines (borders, numbered context, locals)."""
+        stripped = text.strip()
+        if _BOX_ONLY.match(stripped):
+            return None
+        if not stripped.startswith(RICH_BOX):
+            return text
+        body = stripped[1:-1] if stripped.endswith(RICH_BOX) and len(stripped) > 1 else stripped[1:]
+        body = body.replace(RICH_BOX, " ").strip()
+        run = self.run
+        pending = run.rich_pending.pop(key, None)
+        if pending is not None:
+            body = pending + (" " if pending.endswith(" in") else "") + body
+        m = _RICH_FRAME.match(body)
+        if m:
+            return f'  File "{m.group("path")}", line {m.group("line")}, in {m.group("func")}'
+        if _RICH_HEAD.match(body):
+            run.rich_pending[key] = body
+            return None
+        m = _RICH_RUNNING.match(body)
+        if m:
+            return "    " + m.group("code").strip()
+        return None
+
+    def _card(self, text: str) -> None:
+        """The card's name where the log prints it (env report, nvidia-smi, device banners)."""
+        run = self.run
+        for pattern in self.t.card_patterns:
+            m = pattern.search(text)
+            if m is None:
+                continue
+            name = re.sub(r"\s*(?:\.\.\.|…)\s*$", "", m.group("name")).strip()
+            if not name:
+                continue
+            index = m.groupdict().get("index")
+            if index is not None:
+                run.card_names.setdefault(int(index), name)
+            if run.card_name is None:
+                run.card_name = name
+            return
+
     def _bar(self, desc: str, n: int, total: int, shown: str) -> None:
         run, snap = self.run, self.run.snap
         if desc:
@@ -370,6 +467,8 @@ class LogScanner:
     def _markers(self, text: str) -> None:
         run, snap = self.run, self.run.snap
         t = self.t
+        if t.card_hint.search(text):
+            self._card(text)
         if t.marker_any.search(text):
             for marker in t.markers:
                 if marker.pattern.search(text):
@@ -448,7 +547,10 @@ class LogScanner:
         if header or old is None:
             # a chained traceback ("During handling of ...") starts a fresh block; keep the first if it
             # already reached a failure (that one is recorded on the Failure itself)
-            tb = _Traceback(lines=[], snapshot=replace(run.snap))
+            run.tracebacks_opened += 1
+            tb = _Traceback(
+                lines=[], snapshot=replace(run.snap), header=header, seq=run.tracebacks_opened, key=key
+            )
             run.open_tracebacks[key] = tb
         else:
             tb = old
@@ -472,7 +574,9 @@ class LogScanner:
         if current is not None and form.priority <= current.priority:
             if form.kind == "killed":
                 self._warn(text)
-            run.open_tracebacks.pop(key, None)
+            tb = run.open_tracebacks.pop(key, None)
+            if tb is not None:
+                _adopt(current, tb)
             return
         tb = run.open_tracebacks.pop(key, None)
         if tb is not None:
@@ -492,6 +596,7 @@ class LogScanner:
             block=block,
             snapshot=snap,
             pending_lines=3 if form.kind == "cuda_oom" and "capac" not in text else 0,
+            after_seq=run.tracebacks_opened,
         )
         if current is not None and current.kind == "killed" and current.line:
             self._warn(current.line)
@@ -509,7 +614,8 @@ class LogScanner:
             return
         key = run.last_traceback_key
         tb = run.open_tracebacks.get(key) if key is not None else None
-        if tb is None or not tb.has_frames:
+        # an excerpt may end right after the header, before any frame: still a traceback that was cut
+        if tb is None or not (tb.has_frames or tb.header):
             return
         run.failure = Failure(
             kind=None,
@@ -537,3 +643,23 @@ class LogScanner:
         self.run = Run()
         self.runs_seen += 1
         return True
+
+
+def _has_frame_lines(block: list[str]) -> bool:
+    return any(match_frame_line(line) is not None for line in block)
+
+
+def _adopt(failure: Failure, tb: _Traceback) -> bool:
+    """Some errors print before their traceback (NCCL's "WARN Cuda failure 'out of memory'", a second rank's
+    message interleaved ahead of its frames, or a reporter who pasted the error first). A failure whose
+    own block holds no frame takes the first traceback with frames that opened after it, from the same
+    process (or any process when the error line carried no prefix). True when it adopted one."""
+    if failure.adopted or failure.cut or not tb.has_frames or tb.seq <= failure.after_seq:
+        return False
+    if tb.key != failure.key and failure.key != "":
+        return False
+    if _has_frame_lines(failure.block):
+        return False
+    failure.block = tb.lines + failure.block
+    failure.adopted = True
+    return True

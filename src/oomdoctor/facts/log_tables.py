@@ -27,7 +27,7 @@ class OomForm:
 
 @dataclass(frozen=True)
 class FrameRule:
-    role: str  # context / train / loss / forward
+    role: str  # context / after_step / train / loss / forward
     phase: str | None
     functions: frozenset[str]
     files: tuple[str, ...]
@@ -77,6 +77,8 @@ class Tables:
     allocator_warnings: tuple[AllocatorWarning, ...]
     allocator_any: re.Pattern[str]
     save_step_multiples: tuple[int, ...]
+    card_patterns: tuple[re.Pattern[str], ...]
+    card_hint: re.Pattern[str]
     output_dir_logs: tuple[str, ...]
     trainer_log: str
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
@@ -147,6 +149,8 @@ def tables() -> Tables:
         allocator_warnings=warnings,
         allocator_any=_any_of([w["pattern"] for w in raw["allocator_warnings"]]),
         save_step_multiples=tuple(int(x) for x in raw["save_step_multiples"]),
+        card_patterns=tuple(re.compile(c["pattern"]) for c in raw["card_names"]["forms"]),
+        card_hint=re.compile("|".join(re.escape(h) for h in raw["card_names"]["hint"])),
         output_dir_logs=tuple(raw["output_dir_logs"]),
         trainer_log=str(raw["trainer_log"]),
         raw=raw,

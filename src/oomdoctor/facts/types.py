@@ -184,6 +184,9 @@ class LogFacts:
     # Read by the rules (derived.card_name / card_bf16) when NVML cannot tell: the card's name as the log
     # prints it (an nvidia-smi table or a device banner pasted with the error), e.g. "Tesla V100-SXM2-32GB".
     card_name: str | None = None
+    # Phases still possible when ``phase`` is "unknown" but the log narrows it: a traceback cut in the Trainer's
+    # after-step hook is evaluation or save ("eval", "save"); the rules choose with the config's schedule.
+    phase_candidates: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from oomdoctor.facts.types import GpuDevice
+from oomdoctor.facts.types import ConfigFacts, GpuDevice
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.questions import yes_no
 
@@ -21,7 +21,8 @@ DERIVED_FACTS: dict[str, str] = {
     "(the user came with an OOM), or the user answered the phase",
     "phase": "where memory ran out: answers.phase, else the log's phase, else load when the weights never "
     "loaded, else unknown",
-    "phase_source": "answer / log / weights_loaded / config / none",
+    "phase_source": "answer / log / schedule (the log narrows it to evaluation or save, the config's "
+    "eval/save schedule at that step picks one) / weights_loaded / config / none",
     "weights_loaded": "the weights finished loading: answers.weights_loaded, else the log (None: unknown)",
     "memory_kind": "gpu (the memory the training step computes in: the GPU's, or PyTorch's CPU allocator "
     "inside a step of a CPU-only run) or host (system RAM: Killed, mmap, MemoryError): answers.memory_kind, "
@@ -123,6 +124,37 @@ def log_failed(facts: Facts) -> bool:
     return log is not None and (log.oom or (log.traceback_cut and not log.other_error))
 
 
+def _runs_at(config: ConfigFacts, phase: str, step: int | None) -> bool:
+    """Whether the Trainer's after-step hook can run ``phase`` (eval / save) after ``step`` with this config:
+    False only when the config's schedule rules it out."""
+    from oomdoctor.facts.config import lf_defaults
+
+    if phase == "eval":
+        if not config.do_eval:
+            return False
+        every = config.eval_steps if config.eval_strategy == "steps" else None
+    else:
+        strategy = str(
+            config.raw.get("save_strategy") or lf_defaults().get("save_strategy") or "steps"
+        ).lower()
+        if strategy == "no":
+            return False
+        every = (config.save_steps or lf_defaults().get("save_steps")) if strategy == "steps" else None
+    if isinstance(every, int) and not isinstance(every, bool) and every > 0 and step:
+        return step % every == 0
+    return True  # epoch strategies, ratios, an unknown step: cannot be ruled out
+
+
+def _phase_by_schedule(facts: Facts) -> str | None:
+    """The log narrowed the phase to candidates (a failure in the after-step hook: evaluation or save); the
+    config's schedule at that step keeps one of them, or None when it keeps none or several."""
+    log, config = facts.log, facts.config
+    if log is None or config is None or not log.phase_candidates:
+        return None
+    possible = [p for p in log.phase_candidates if _runs_at(config, p, log.step)]
+    return possible[0] if len(possible) == 1 else None
+
+
 def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     answered = facts.answers.get("phase")
     if answered:
@@ -130,6 +162,10 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     log = facts.log
     if log is not None and log_failed(facts) and log.phase not in ("unknown", "none"):
         return log.phase, "log"
+    if log is not None and log_failed(facts):
+        scheduled = _phase_by_schedule(facts)
+        if scheduled is not None:
+            return scheduled, "schedule"
     if weights_loaded is False:
         return "load", "weights_loaded"
     config = facts.config
@@ -145,8 +181,8 @@ def _memory_kind(facts: Facts, phase: str) -> tuple[str | None, str | None]:
         return answered, "answer"
     log = facts.log
     kind = log.oom_kind if log is not None else None
-    if kind in COMPUTE_ALLOCATOR_KINDS and phase in COMPUTE_PHASES:
-        return "gpu", "log"
+    if kind in COMPUTE_ALLOCATOR_KINDS and phase in COMPUTE_PHASES and log is not None and log.phase == phase:
+        return "gpu", "log"  # the log itself placed the allocation in a step (not only the user's answer)
     if log is not None and log.ran_out_of in ("gpu", "host"):
         return log.ran_out_of, "log"
     if kind is not None:
@@ -233,6 +269,15 @@ def _other_processes(facts: Facts) -> tuple[float | None, list[int], int | None]
                 own = log.allocated_mib + (log.reserved_unallocated_mib or 0.0)
             if own is not None:
                 matches = [p for p in listed if own - 1.0 <= p.used_mib <= own + CUDA_CONTEXT_MAX_MIB]
+                if not matches and log.capacity_mib is not None and log.free_mib is not None:
+                    # the card's memory in use (capacity - free) cannot hold this process's own reserved
+                    # memory AND a listed process as large: that entry is this process (its CUDA context
+                    # and NCCL buffers can exceed CUDA_CONTEXT_MAX_MIB on big multi-GPU jobs)
+                    in_use = log.capacity_mib - log.free_mib
+                    slack = SAME_CARD_TOLERANCE * log.capacity_mib
+                    matches = [
+                        p for p in listed if p.used_mib >= own - 1.0 and own + p.used_mib > in_use + slack
+                    ]
                 if matches:
                     mine = min(matches, key=lambda p: abs(p.used_mib - own))
                     self_pid = mine.pid
