@@ -31,8 +31,11 @@ SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 CASES = SHARED / "cases" / "measured_peaks_dev.yaml"
 EXTRA_CASES = Path(__file__).resolve().parent / "cases" / "measured_peaks_extra.yaml"
 
-# The bound we defend: half the cases within 25 % (measured on the dev set: see the printed table).
-MEDIAN_ERROR_BOUND = 0.25
+# The bounds we defend, with room above what the printed tables show: half the dev cases within 15 % (measured
+# 8.3 %), half the extra cases within 20 % (measured 14.5 %: litgpt's QLoRA runs of 2024 and the reserved
+# figures of runs whose allocator cache grew past or stayed under the creep of the course pair).
+MEDIAN_ERROR_BOUND = 0.15
+EXTRA_MEDIAN_ERROR_BOUND = 0.20
 
 # Card sizes as nvidia-smi reports them (MiB), to cap the nvidia-smi and reserved bands.
 _CARD_MIB = {
@@ -257,7 +260,7 @@ def error_table(path: Path) -> tuple[list[Row], list[tuple[str, str]]]:
     return rows, skipped
 
 
-def _print_table(title: str, rows: list[Row], skipped: list[tuple[str, str]]) -> float:
+def _print_table(title: str, rows: list[Row], skipped: list[tuple[str, str]], bound: float) -> float:
     print(f"\n{title}")
     print(f"{'case':44s} {'compared':12s} {'measured':>9s} {'estimate':>9s} {'error':>7s}")
     for case_id, kind, measured, estimated, error in rows:
@@ -271,21 +274,24 @@ def _print_table(title: str, rows: list[Row], skipped: list[tuple[str, str]]) ->
             print(f"  {kind:12s} {len(errors):3d} cases: median |error| {statistics.median(errors):.1%}, "
                   f"median signed {signed:+.1%}")
     median = statistics.median(abs(row[4]) for row in rows)
-    print(f"median |error| over {len(rows)} cases: {median:.1%} (bound {MEDIAN_ERROR_BOUND:.0%})")
+    print(f"median |error| over {len(rows)} cases: {median:.1%} (bound {bound:.0%})")
     return median
 
 
 @pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
 def test_measured_peaks_median_error() -> None:
     rows, skipped = error_table(CASES)
-    median = _print_table("dev cases (../shared/cases/measured_peaks_dev.yaml)", rows, skipped)
+    median = _print_table("dev cases (../shared/cases/measured_peaks_dev.yaml)", rows, skipped, MEDIAN_ERROR_BOUND)
     assert len(rows) >= 10, "most dev cases must be mappable"
     assert median <= MEDIAN_ERROR_BOUND
 
 
 def test_extra_measured_peaks_median_error() -> None:
     rows, skipped = error_table(EXTRA_CASES)
-    median = _print_table("extra cases (tests/cases/measured_peaks_extra.yaml)", rows, skipped)
+    median = _print_table("extra cases (tests/cases/measured_peaks_extra.yaml)", rows, skipped, EXTRA_MEDIAN_ERROR_BOUND)
     assert len(rows) >= 15, "the extra cases must be mappable"
     assert {row[1] for row in rows} == {"allocated", "reserved"}
-    assert median <= MEDIAN_ERROR_BOUND
+    assert median <= EXTRA_MEDIAN_ERROR_BOUND
+    # Torch's allocated peak is what the estimator computes directly: it must hold on its own.
+    allocated = [abs(row[4]) for row in rows if row[1] == "allocated"]
+    assert statistics.median(allocated) <= EXTRA_MEDIAN_ERROR_BOUND
