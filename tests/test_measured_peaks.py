@@ -31,10 +31,10 @@ SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 CASES = SHARED / "cases" / "measured_peaks_dev.yaml"
 EXTRA_CASES = Path(__file__).resolve().parent / "cases" / "measured_peaks_extra.yaml"
 
-# The bounds we defend, with room above what the printed tables show: half the dev cases within 15 % (measured
-# 8.3 %), half the extra cases within 20 % (measured 14.5 %: litgpt's QLoRA runs of 2024 and the reserved
-# figures of runs whose allocator cache grew past or stayed under the creep of the course pair).
-MEDIAN_ERROR_BOUND = 0.15
+# The bound we defend on either file: half the cases within 20 %. Measured: dev 8.3 %, extra 14.5 % (litgpt's
+# QLoRA runs of 2024 and the reserved figures of runs whose allocator cache grew past, or stayed under, the
+# creep of the course pair); the margin is for new cases of the same kinds.
+MEDIAN_ERROR_BOUND = 0.20
 EXTRA_MEDIAN_ERROR_BOUND = 0.20
 
 # Card sizes as nvidia-smi reports them (MiB), to cap the nvidia-smi and reserved bands.
