@@ -199,6 +199,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "你回答的阶段是 {answer},日志显示为 {log};以你的回答为准。",
     },
     "f_phase_evidence": {"en": "Located at {phase}: {evidence}", "zh": "定位为 {phase}:{evidence}"},
+    "f_phase_by_schedule": {
+        "en": "Located at {phase}: the log shows it failed after step {step}, where the Trainer evaluates "
+        "or saves, and with this config's eval/save schedule only {phase} runs at that step.",
+        "zh": "定位为 {phase}:日志显示它在第 {step} 步之后、Trainer 验证或保存的地方失败,按这份配置的验证/保存"
+        "间隔,这一步只会进行{phase}。",
+    },
     "f_request": {
         "en": "It asked for {requested} MiB with {free} MiB free on a {capacity} MiB card.",
         "zh": "申请 {requested} MiB 时,{capacity} MiB 的显卡只剩 {free} MiB 空闲。",

@@ -100,6 +100,17 @@ def test_card_name_example_gives_a_name(pattern: str, line: str) -> None:
     assert re.search(pattern, line)
 
 
+ZERO_STAGE_EXAMPLES = [(z["pattern"], e) for z in RAW["zero_stage"]["lines"] for e in z["examples"]]
+
+
+@pytest.mark.parametrize(("pattern", "line"), ZERO_STAGE_EXAMPLES)
+def test_zero_stage_example_gives_the_stage(pattern: str, line: str) -> None:
+    scanner = LogScanner()
+    scanner.feed_text(line + "\n")
+    run, _ = scanner.result()
+    assert run.zero_stage == int(re.search(pattern, line).group("stage"))
+
+
 def test_tables_load_once_with_the_safe_loader() -> None:
     assert tables() is tables()
     text = MARKERS_FILE.read_text(encoding="utf-8")

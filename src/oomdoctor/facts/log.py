@@ -20,9 +20,9 @@ from typing import Any
 
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.log_oom import parse_oom_numbers
-from oomdoctor.facts.log_phase import decide, text
+from oomdoctor.facts.log_phase import Frame, decide, text
 from oomdoctor.facts.log_scan import LogScanner, Run
-from oomdoctor.facts.log_tables import tables
+from oomdoctor.facts.log_tables import Tables, tables
 from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary
 from oomdoctor.facts.types import LogFacts, OtherProcess
 from oomdoctor.i18n import msg
@@ -281,6 +281,7 @@ def _facts_from(
     f.rank = failure.rank
     f.host = failure.host
     f.frames = [fr.function for fr in res.frames if fr.function]
+    f.zero_stage = _zero_stage_of(res.frames, tables()) or f.zero_stage
     f.training_started = fs.training_started
     f.eval_started = fs.eval_started
     f.saving = fs.context == "save"
@@ -303,8 +304,21 @@ def _facts_from(
     return f
 
 
+def _zero_stage_of(frames: list[Frame], t: Tables) -> int | None:
+    """The ZeRO stage a traceback passes through (its DeepSpeed files or the optimizer it builds)."""
+    for frame in frames:
+        for contains, stage in t.zero_stage_files:
+            if frame.path and contains in frame.path:
+                return stage
+        for contains, stage in t.zero_stage_code:
+            if frame.code and contains in frame.code:
+                return stage
+    return None
+
+
 def _banner_facts(f: LogFacts, run: Run) -> None:
     f.card_name = run.card_name
+    f.zero_stage = run.zero_stage
     f.instantaneous_batch_size = run.instantaneous_batch_size
     f.gradient_accumulation_steps = run.gradient_accumulation_steps
     f.total_train_batch_size = run.total_train_batch_size

@@ -169,6 +169,7 @@ class Run:
     stamped_keys: set[str] = field(
         default_factory=set
     )  # processes whose traceback lines carry a platform stamp
+    zero_stage: int | None = None  # DeepSpeed ZeRO stage the log printed (its optimizer banner, config dump)
     card_name: str | None = None  # first card name the log printed
     card_names: dict[int, str] = field(default_factory=dict)  # by GPU index, where the log says it
     alloc_retries: int = 0
@@ -469,6 +470,12 @@ class LogScanner:
         t = self.t
         if t.card_hint.search(text):
             self._card(text)
+        if "ZeRO stage" in text or "zero_optimization_stage" in text:
+            for pattern in t.zero_stage_lines:
+                m = pattern.search(text)
+                if m:
+                    run.zero_stage = int(m.group("stage"))
+                    break
         if t.marker_any.search(text):
             for marker in t.markers:
                 if marker.pattern.search(text):

@@ -79,6 +79,10 @@ class Tables:
     save_step_multiples: tuple[int, ...]
     card_patterns: tuple[re.Pattern[str], ...]
     card_hint: re.Pattern[str]
+    zero_stage_files: tuple[tuple[str, int], ...]
+    zero_stage_code: tuple[tuple[str, int], ...]
+    zero_stage_lines: tuple[re.Pattern[str], ...]
+    zero_stage_any: re.Pattern[str]
     output_dir_logs: tuple[str, ...]
     trainer_log: str
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
@@ -151,6 +155,10 @@ def tables() -> Tables:
         save_step_multiples=tuple(int(x) for x in raw["save_step_multiples"]),
         card_patterns=tuple(re.compile(c["pattern"]) for c in raw["card_names"]["forms"]),
         card_hint=re.compile("|".join(re.escape(h) for h in raw["card_names"]["hint"])),
+        zero_stage_files=tuple((z["contains"], int(z["stage"])) for z in raw["zero_stage"]["files"]),
+        zero_stage_code=tuple((z["contains"], int(z["stage"])) for z in raw["zero_stage"]["code"]),
+        zero_stage_lines=tuple(re.compile(z["pattern"]) for z in raw["zero_stage"]["lines"]),
+        zero_stage_any=_any_of([z["pattern"] for z in raw["zero_stage"]["lines"]]),
         output_dir_logs=tuple(raw["output_dir_logs"]),
         trainer_log=str(raw["trainer_log"]),
         raw=raw,

@@ -187,6 +187,9 @@ class LogFacts:
     # Phases still possible when ``phase`` is "unknown" but the log narrows it: a traceback cut in the Trainer's
     # after-step hook is evaluation or save ("eval", "save"); the rules choose with the config's schedule.
     phase_candidates: list[str] = field(default_factory=list)
+    # DeepSpeed ZeRO stage the log shows (a traceback through ZeRO's stage files, its optimizer banner, its
+    # config dump); read by the rules (derived.zero_stage) when the config does not say.
+    zero_stage: int | None = None
 
 
 @dataclass

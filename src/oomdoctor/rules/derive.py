@@ -32,6 +32,8 @@ DERIVED_FACTS: dict[str, str] = {
     "card_bf16": "the training card computes in bf16: answers.card_bf16, else NVML's compute capability, "
     "else the card's name (NVML's or the log's) in the card table",
     "card_name": "the card's name from NVML, else from the log (None when unknown)",
+    "zero_stage": "the DeepSpeed ZeRO stage in use: the config's (its DeepSpeed JSON), else the log's (a "
+    "traceback through ZeRO's stage files, its optimizer banner or config dump); None: not known to be on",
     "world_size": "GPUs taking part: the log's world size, else the largest lower bound the log gives (highest "
     "rank + 1, the failing 'GPU N' + 1, Total train batch size / (batch x accumulation)) and the config's",
     "finetuning_type": "what is trained: the config's finetuning_type when it names one; else full when the "
@@ -345,6 +347,13 @@ def _finetuning_type(facts: Facts, phase: str) -> str | None:
     return config.finetuning_type if config is not None else None
 
 
+def _zero_stage(facts: Facts) -> int | None:
+    """The ZeRO stage in use: the config's, else what the log shows (a partial config leaves it out)."""
+    if facts.config is not None and facts.config.zero_stage is not None:
+        return facts.config.zero_stage
+    return facts.log.zero_stage if facts.log is not None else None
+
+
 def _model_size_mib(facts: Facts) -> float | None:
     if facts.estimate is not None and facts.estimate.terms.get("weights"):
         return float(facts.estimate.terms["weights"])
@@ -449,6 +458,7 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
         "memory_kind_source": memory_kind_source,
         "card_bf16": _card_bf16(facts, card_name),
         "card_name": card_name,
+        "zero_stage": _zero_stage(facts),
         "world_size": world_size,
         "finetuning_type": _finetuning_type(facts, phase),
         "micro_batch": micro_batch,

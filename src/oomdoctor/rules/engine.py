@@ -502,6 +502,18 @@ def fact_findings(facts: Facts) -> list[Finding]:
                 },
             )
         )
+    if log is not None and d["phase_source"] == "schedule":
+        out.append(
+            Finding(
+                id="phase_by_schedule",
+                text={
+                    lang: msg(
+                        "f_phase_by_schedule", lang, phase=msg(f"phase_{d['phase']}", lang), step=log.step
+                    )
+                    for lang in ("en", "zh")
+                },
+            )
+        )
     if log is not None and log.requested_mib is not None and log.capacity_mib is not None:
         add(
             "request",
@@ -547,8 +559,9 @@ def fact_findings(facts: Facts) -> list[Finding]:
     if (
         config is not None
         and (d["world_size"] or 1) > 1
-        and config.zero_stage is None
+        and d["zero_stage"] is None
         and not config.deepspeed
+        and not (log is not None and log.oom_kind == "deepspeed")
     ):
         add("multi_gpu_no_deepspeed", "warning", world=d["world_size"])
     if config is not None and data is not None and data.max_tokens and config.cutoff_len >= data.max_tokens:
