@@ -12,6 +12,10 @@ to reader phases as follows:
 Cases whose excerpt holds no log text at all (the issue had none, e.g. "(no log text in the retrieved issue
 text ...)") cannot be judged from the log; they are listed and left out of the score. The score must be at
 least 80%. The table printed (``pytest -s``) shows every case.
+
+The scoring helpers (``phase_from_log_alone``, ``located_or_asked``, ``answered_kinds``,
+``every_answered_phase_has_a_proposal``) take any list of cases in this file's format: test_extra_cases.py
+runs them on tests/cases/real_extra.yaml.
 """
 
 from __future__ import annotations

@@ -218,8 +218,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "此前分配器已释放缓存并重试 {count} 次:显存早已吃紧。",
     },
     "f_self_listed": {
-        "en": "Process {pid} in the message is this run itself (its use matches what PyTorch reserved): not counted as another process.",
-        "zh": "报错中的进程 {pid} 就是本次训练自身(占用与 PyTorch 预留量一致):不算作其他进程。",
+        "en": "Process {pid} in the message is this run itself (its use matches what PyTorch reserved, or the card "
+        "could not hold it besides this run): not counted as another process.",
+        "zh": "报错中的进程 {pid} 就是本次训练自身(占用与 PyTorch 预留量一致,或显卡装不下它与本次训练两者):"
+        "不算作其他进程。",
     },
     "f_other_processes": {
         "en": "Other processes held {mib} MiB of this card (pid {pids}).",
