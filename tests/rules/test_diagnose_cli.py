@@ -98,7 +98,8 @@ def test_config_only_asks_the_phase_and_answers_work(
     assert "eval" in out["questions"][0]["allowed"]
     main(["diagnose", "--config", str(config), "--answer", "phase=eval", "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert out["phase"] == "eval" and out["proposal"] is None
+    # no log: the answer places it, GPU memory is assumed for the proposal, and the memory question stays open
+    assert out["phase"] == "eval" and out["proposal"]["rule"] == "eval.match_train_micro_batch"
     assert [q["key"] for q in out["questions"]] == ["memory_kind"]
     main(
         [
@@ -115,6 +116,9 @@ def test_config_only_asks_the_phase_and_answers_work(
     out = json.loads(capsys.readouterr().out)
     assert out["questions"] == [] and out["proposal"]["rule"] == "eval.match_train_micro_batch"
     assert out["proposal"]["changes"] == {"per_device_eval_batch_size": [8, 4]}
+    main(["diagnose", "--config", str(config), "--answer", "phase=eval", "--answer", "memory_kind=host", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["cause"] == "host_ram" and out["proposal"]["rule"].startswith("host_ram.")
 
 
 def test_longest_tokens_reaches_the_rules(

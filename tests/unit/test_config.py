@@ -431,3 +431,14 @@ def test_course_config_matches_the_chapter_table():
     assert c.gradient_checkpointing_by_default and c.unknown_keys == []
     text = COURSE.read_text(encoding="utf-8")
     assert "# 单卡批处理大小" in text and "# 梯度累积步数" in text
+
+
+def test_an_old_configs_evaluation_strategy_still_schedules_evaluation() -> None:
+    """transformers < 4.46 called it evaluation_strategy; such a run still evaluated on that schedule."""
+    from oomdoctor.facts.config import config_from_mapping
+
+    old = config_from_mapping({"evaluation_strategy": "steps", "eval_steps": 50, "val_size": 0.1})
+    assert (old.eval_strategy, old.eval_steps, old.do_eval) == ("steps", 50, True)
+    assert "evaluation_strategy" in old.unknown_keys  # LLaMA-Factory 0.9.5 itself rejects the old name
+    both = config_from_mapping({"evaluation_strategy": "steps", "eval_strategy": "no", "val_size": 0.1})
+    assert both.eval_strategy == "no" and not both.do_eval  # the current name wins

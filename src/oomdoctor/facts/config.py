@@ -340,8 +340,10 @@ def config_from_mapping(
     raw = {str(k): v for k, v in raw.items()}
     if is_llamaboard_file(raw):
         raise BadInput(msg("config_is_llamaboard", None, path=path))
-    c = _Coerce(raw, path)
     knowledge = lf_knowledge()
+    # an old config's renamed key still says what its run did (it stays in unknown_keys: 0.9.5 rejects it)
+    renamed = {new: raw[old] for old, new in knowledge["renamed_keys"].items() if raw.get(new) is None and old in raw}
+    c = _Coerce({**raw, **renamed}, path)
 
     known = known_keys()
     unknown = [k for k in raw if k not in known]

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from oomdoctor.facts.types import ConfigFacts, GpuDevice
+from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.questions import yes_no
 
@@ -51,6 +51,9 @@ DERIVED_FACTS: dict[str, str] = {
     "other_process_share": "other_process_mib / the card's capacity",
     "other_process_pids": "pids of those processes",
     "model_size_mib": "the weights in 16-bit (the estimator's weights term, else parameters x 2 bytes)",
+    "weights_share": "the weights' share of the card: model_size_mib / capacity, or, when it ran out while "
+    "loading, what PyTorch had allocated by then (that is weights) / capacity, whichever is larger; None "
+    "when neither is known",
     "host_ram_needed_mib": "model_size_mib x processes that each load it (world_size)",
     "padded_longest_tokens": "the longest sample as it is padded in a batch: min(longest, cutoff_len) "
     "rounded up to 8",
@@ -197,7 +200,22 @@ def _memory_kind(facts: Facts, phase: str) -> tuple[str | None, str | None]:
             return "gpu", "traceback"
         if phase in ("load", "save"):
             return "gpu", "assumed"
+    if log is None and phase not in ("unknown", "none"):
+        # no log, only the user's word on where it stopped: GPU memory is what people bring here, and the
+        # question stays open in case it was host RAM
+        return "gpu", "assumed"
     return None, None
+
+
+def _weights_share(
+    model_size: float | None, capacity: float | None, phase: str, log: LogFacts | None
+) -> float | None:
+    if not capacity:
+        return None
+    shares = [model_size / capacity] if model_size is not None else []
+    if phase == "load" and log is not None and log.allocated_mib is not None:
+        shares.append(log.allocated_mib / capacity)
+    return max(shares) if shares else None
 
 
 def _failing_device(facts: Facts) -> GpuDevice | None:
@@ -471,6 +489,7 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
         "other_process_share": share,
         "other_process_pids": other_pids,
         "model_size_mib": model_size,
+        "weights_share": _weights_share(model_size, capacity, phase, log),
         "host_ram_needed_mib": model_size * (world_size or 1) if model_size is not None else None,
         "padded_longest_tokens": padded,
         "cutoff_candidate": cutoff[0],
