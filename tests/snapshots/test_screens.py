@@ -165,3 +165,42 @@ def test_error_dialog(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: 
     (user_dir / "broken.yaml").write_text("model_name_or_path: [unclosed\n", encoding="utf-8")
     app = build_app(Path("broken.yaml"), None, lang, gpu_source, ScriptedTrial(), fixed_clock, cwd=user_dir)
     assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, diagnosis=False))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_measuring_lengths(
+    snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Key m: the measuring line with its progress bar above the footer, Esc to stop it."""
+    import threading
+    import time
+
+    reported = threading.Event()
+
+    def token_lengths(config: Any, *, cutoff_len: int | None = None, progress: Any = None) -> Any:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # halfway, until the app's exit cancels it (progress raises)
+            progress(36, 72)
+            reported.set()
+            time.sleep(0.05)
+        raise AssertionError("the app never stopped measuring")
+
+    monkeypatch.setattr("oomdoctor.facts.dataset.token_lengths", token_lengths)
+
+    async def press_m(pilot: Any) -> None:
+        await pilot.press("m")
+        assert reported.wait(10)
+        await pilot.pause(0.2)
+
+    app = _app(user_dir, gpu_source, lang)
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, then=press_m))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
+def test_trials_compared(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    """Change, try, still failing, diagnose the trial, change again, try: the two trials side by side."""
+    app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
+    keys = ["a", "enter", "t", "b", "a", "enter", "t"]
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, keys))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -25,9 +26,10 @@ if TYPE_CHECKING:
     from oomdoctor.tui.session import TrialFeed
 
 
-TRIAL_NAME_MIN_COLUMNS = 18
-# Below this width the course's eight columns no longer fit side by side: each trial becomes a block.
-COMPARISON_TABLE_MIN_COLUMNS = 100
+# A trial folder's name (NN-rule-trial) says which change it was: the table keeps it on one line (up to
+# this long) and wraps the other columns. Below the table's width each trial becomes a block instead.
+TRIAL_NAME_MAX_COLUMNS = 40
+COMPARISON_TABLE_MIN_COLUMNS = 110
 _NUMERIC_HEADERS = ("cmp_h_peak_mib", "cmp_h_peak_gib", "cmp_h_wall", "cmp_h_eval_loss")
 _HEADERS = ("cmp_h_trial", "cmp_h_peak_mib", "cmp_h_peak_gib", "cmp_h_wall", "cmp_h_outcome", "cmp_h_steps",
             "cmp_h_eval_loss", "cmp_h_delta")  # fmt: skip
@@ -65,14 +67,13 @@ class ComparisonView:
 
     def table(self) -> Table:
         table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold", expand=False)
-        longest_name = max((len(c["cmp_h_trial"]) for c in self.cells), default=8)
         for key in _HEADERS:
             table.add_column(
                 msg(key, self.lang),
                 overflow="fold",
                 justify="right" if key in _NUMERIC_HEADERS else "left",
-                # the trial's name says which change it was: give it room before other columns wrap
-                min_width=min(longest_name, TRIAL_NAME_MIN_COLUMNS) if key == "cmp_h_trial" else None,
+                # a minimum width makes rich crop cells past it; no_wrap lets it wrap the others instead
+                no_wrap=key == "cmp_h_trial",
             )
         for cells in self.cells:
             table.add_row(*(cells[key] for key in _HEADERS))
@@ -119,8 +120,17 @@ class ComparisonView:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield Text(msg("cmp_trials_title", self.lang), style="bold")
-        yield self.table() if options.max_width >= COMPARISON_TABLE_MIN_COLUMNS else self.blocks()
+        yield self.layout(console, options)
         yield from self.tail()
+
+    def layout(self, console: Console, options: ConsoleOptions) -> RenderableType:
+        """The table on a wide screen when the names are not too long, else one block per trial."""
+        longest_name = max((len(c["cmp_h_trial"]) for c in self.cells), default=0)
+        if options.max_width >= COMPARISON_TABLE_MIN_COLUMNS and longest_name <= TRIAL_NAME_MAX_COLUMNS:
+            table = self.table()
+            if Measurement.get(console, options, table).minimum <= options.max_width:
+                return table
+        return self.blocks()
 
 
 class TrialScreen(DoctorScreen):
