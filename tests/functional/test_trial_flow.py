@@ -235,6 +235,9 @@ async def test_real_trial_live_steps_move_against_the_card_and_stop_ends_it(
         await pilot.pause()
         await pilot.pause()
         text = screen_text(app)
+        log = screen.query_one("#trial-log")
+        # the panels gave way to the result: the log's end (where a failure shows) is still in view
+        assert log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y
     trial = user_dir / "trials/01-halve_micro_batch-trial"
     result = json.loads((trial / "result.json").read_text(encoding="utf-8"))
     assert result["outcome"] == "stopped" and result["steps_done"] < 200

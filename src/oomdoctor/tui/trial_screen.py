@@ -10,6 +10,7 @@ from rich.measure import Measurement
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
@@ -133,6 +134,16 @@ class ComparisonView:
         return self.blocks()
 
 
+class LogTail(RichLog):
+    """The trial's log, kept at its end when its height changes (the live panels give way to the result
+    and the comparison when the trial ends), so the last lines, where a failure shows, stay in view."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        super().on_resize(event)
+        if self.auto_scroll:
+            self.scroll_end(animate=False, immediate=False, x_axis=False)
+
+
 class TrialScreen(DoctorScreen):
     BINDINGS = [
         Binding("s", "stop", "Stop", id="stop", tooltip="Stop the trial"),
@@ -163,7 +174,7 @@ class TrialScreen(DoctorScreen):
         with ScrollableContainer(id="trial-compare"):
             yield Static(id="trial-compare-table")
         # min_width: wrap to the widget, however narrow (RichLog's default of 78 overflows at 80 columns)
-        yield RichLog(id="trial-log", max_lines=2000, wrap=True, markup=False, min_width=20)
+        yield LogTail(id="trial-log", max_lines=2000, wrap=True, markup=False, min_width=20)
         yield Footer(compact=True)
 
     async def on_mount(self) -> None:
@@ -244,9 +255,8 @@ class TrialScreen(DoctorScreen):
                 hint = ""
             result.update(Text(f"{line}{hint}", style="bold green" if passed else "bold red"))
             result.display = True
-            if live.display:  # just finished: the log shrank under the result, keep its end in view
-                self.call_after_refresh(log.scroll_end, animate=False)
-                self.call_after_refresh(compare.focus)  # arrow keys scroll the comparison
+            if live.display:  # just finished: arrow keys scroll the comparison
+                self.call_after_refresh(compare.focus)
             live.display = False
             if feed.comparison is not None and feed.comparison.rows:
                 self.query_one("#trial-compare-table", Static).update(ComparisonView(feed.comparison, lang))
