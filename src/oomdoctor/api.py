@@ -17,6 +17,7 @@ from oomdoctor.i18n import msg
 
 if TYPE_CHECKING:
     from oomdoctor.facts.gpu import GpuSource
+    from oomdoctor.facts.types import DataFacts
     from oomdoctor.rules.facts import Facts
 
 
@@ -40,12 +41,14 @@ def gather(
     longest_tokens: int | None = None,
     eval_longest_tokens: int | None = None,
     lengths_file: str | os.PathLike[str] | None = None,
+    data: DataFacts | None = None,
     gpu_total_mib: float | None = None,
 ) -> Facts:
     """Read every fact we can: config, log, GPU, model shape, and the estimate built on them.
 
-    Real sample lengths come from a file saved by ``oomdoctor lengths --json`` or from the user's own
-    numbers (``longest_tokens`` wins over the file's); measuring them here would import the training stack.
+    Real sample lengths come from ``data`` (measured earlier in this session), a file saved by
+    ``oomdoctor lengths --json``, or the user's own numbers (``longest_tokens`` wins over the file's);
+    measuring them here would import the training stack.
     """
     from oomdoctor.estimate import estimate
     from oomdoctor.facts.config import read_config
@@ -69,7 +72,8 @@ def gather(
         total_mib = gpu.first.total_mib
 
     model = read_model(config) if config is not None else None
-    data = known_lengths(lengths_file, longest_tokens, eval_longest_tokens)
+    if data is None:
+        data = known_lengths(lengths_file, longest_tokens, eval_longest_tokens)
     est = None
     if config is not None and model is not None and model.hidden_size:
         est = estimate(config, model, data=data, gpu_total_mib=total_mib)

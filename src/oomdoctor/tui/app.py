@@ -378,6 +378,7 @@ class OomDoctorApp(App[int]):
             return
         session.stop_measuring()
         session.facts = event.facts
+        session.known["data"] = event.data  # kept for this run's changes and their trials
         session.proposal_index = 0  # the proposals change with the lengths: start from the first
         data = event.data
         self.notify(

@@ -77,10 +77,11 @@ class Session:
         from oomdoctor.discover import trial_origin
 
         self.parent_trial = None
-        if (config, log, is_demo) != (self.config, self.log, self.is_demo):
-            self.known = demo_known() if is_demo else {}
+        same_run = (config, log, is_demo) == (self.config, self.log, self.is_demo)
         if config is not None:
             config, self.parent_trial = trial_origin(config)
+        if not same_run and not self._descends_from_this_session(config):
+            self.known = demo_known() if is_demo else {}
         self.config, self.log, self.is_demo = config, log, is_demo
         self.facts = None
         self.diagnosis = None
@@ -107,6 +108,11 @@ class Session:
         """The proposal on screen is "measure the real lengths": Apply measures them here."""
         current = self.current_proposal
         return current is not None and current.rule == MEASURE_LENGTHS_RULE
+
+    def _descends_from_this_session(self, config: Path | None) -> bool:
+        """A change written in this session (or its trial) trains on the same data: what the user told us,
+        and the lengths measured here, still hold for it."""
+        return config is not None and any(config == entry.config_path for entry in self.history)
 
     def set_diagnosis(self, facts: Facts, diagnosis: Diagnosis) -> None:
         self.facts, self.diagnosis = facts, diagnosis
