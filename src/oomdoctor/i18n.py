@@ -34,13 +34,34 @@ def pick(text: LocalText | str | None, lang: Lang) -> str:
     return text.get(lang) or text.get("en") or text.get("zh") or ""
 
 
+class Bilingual(str):
+    """Both languages joined ("en / zh"), as a one-line error on a terminal shows them, keeping each
+    language apart for a screen that knows which one its user reads (``in_lang``)."""
+
+    en: str
+    zh: str
+
+    def __new__(cls, en: str, zh: str) -> Bilingual:
+        text = super().__new__(cls, f"{en} / {zh}")
+        text.en, text.zh = en, zh
+        return text
+
+    def in_lang(self, lang: Lang) -> str:
+        return self.zh if lang == "zh" else self.en
+
+
+def in_lang(text: object, lang: Lang) -> str:
+    """``text`` in ``lang`` when it carries both languages (a ``Bilingual``, or an error made of one)."""
+    if isinstance(text, BaseException) and len(text.args) == 1:
+        text = text.args[0]
+    return text.in_lang(lang) if isinstance(text, Bilingual) else str(text)
+
+
 def msg(key: str, lang: Lang | None = None, /, **fields: object) -> str:
     """A code-owned message. With ``lang=None`` both languages are joined (for one-line errors)."""
     entry = MESSAGES[key]
     if lang is None:
-        en = entry["en"].format(**fields)
-        zh = entry["zh"].format(**fields)
-        return f"{en} / {zh}"
+        return Bilingual(entry["en"].format(**fields), entry["zh"].format(**fields))
     return entry[lang].format(**fields)
 
 

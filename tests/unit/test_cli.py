@@ -30,3 +30,13 @@ def test_bad_arguments_are_one_line_and_exit_2(capsys) -> None:
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("oomdoctor:")
+
+
+def test_bilingual_errors_stay_one_line_and_split_by_language() -> None:
+    from oomdoctor.errors import BadInput
+    from oomdoctor.i18n import in_lang, msg
+
+    err = BadInput(msg("log_empty", None, path="x.log"))
+    assert str(err) == "x.log is empty / x.log 是空文件"
+    assert in_lang(err, "en") == "x.log is empty" and in_lang(err, "zh") == "x.log 是空文件"
+    assert in_lang(BadInput("plain"), "zh") == "plain"

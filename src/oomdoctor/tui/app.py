@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from oomdoctor.errors import BadInput
+from oomdoctor.i18n import in_lang
 from oomdoctor.tui.bindings import localize_bindings
 from oomdoctor.tui.screens import DoctorScreen, ErrorScreen, MainScreen, PickerScreen
 from oomdoctor.tui.session import HistoryEntry, Session, TrialFeed, facts_with_lengths
@@ -321,7 +322,7 @@ class OomDoctorApp(App[int]):
             return
         error = event.worker.error
         if isinstance(error, BadInput):
-            message = str(error)
+            message = in_lang(error, self.session.lang)
         else:
             message = t("error_unexpected", self.session.lang, kind=type(error).__name__, detail=error)
         if event.worker.group == "diagnose":
