@@ -549,7 +549,7 @@ def test_bf16_on_a_card_without_bf16_and_the_question() -> None:
     assert "card_bf16" in [q.key for q in d.questions]
     d = diagnose(Facts(config=config, log=gpu_oom("first_batch"), answers={"card_bf16": "no"}))
     assert d.proposal.rule == "precision.bf16_on_card_without_bf16"
-    assert d.proposal.changes == {"bf16": [True, False], "pure_bf16": [False, False], "fp16": [False, True]}
+    assert d.proposal.changes == {"bf16": [True, False], "fp16": [False, True]}  # pure_bf16 already off: no change
 
 
 def test_cutoff_is_never_lowered_without_lengths() -> None:

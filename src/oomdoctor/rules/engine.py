@@ -282,7 +282,8 @@ def compute_changes(node: RuleNode, facts: Facts) -> tuple[dict[str, list[Any]],
                     severity="warning",
                 )
             )
-    changes = {name: [olds[name], news[name]] for name in node.change}
+    # a field already at the value the node sets is in effect, not a change (the diff shows only real edits)
+    changes = {name: [olds[name], news[name]] for name in node.change if olds[name] != news[name]}
     if node.write_deepspeed_template is not None:
         changes["deepspeed"] = [old_value("deepspeed", facts), f"{node.write_deepspeed_template}.json"]
     return changes, notes
