@@ -6,6 +6,7 @@ Nothing here imports textual or the training stack; each reader fails soft where
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -76,7 +77,9 @@ def gather(
         data = known_lengths(lengths_file, longest_tokens, eval_longest_tokens)
     est = None
     if config is not None and model is not None and model.hidden_size:
-        est = estimate(config, model, data=data, gpu_total_mib=total_mib)
+        # the estimate is an optional fact: a model whose shape is only partly known diagnoses without it
+        with contextlib.suppress(BadInput):
+            est = estimate(config, model, data=data, gpu_total_mib=total_mib)
     return Facts(
         config=config,
         log=log,

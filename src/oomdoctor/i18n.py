@@ -264,6 +264,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "cutoff_len {cutoff} is at or above the longest sample ({longest} tokens): batches are padded to their own longest sample, so lowering cutoff_len to anything above {longest} saves nothing.",
         "zh": "cutoff_len {cutoff} 不小于最长样本({longest} token):批次按自身最长样本填充,把上限降到 {longest} 以上的任何值都省不了显存。",
     },
+    "f_fitting_micro_batch": {
+        "en": "The estimate's largest micro-batch under {margin}% of the {capacity} MiB card: {batch}, with "
+        "gradient_accumulation_steps {accumulation} to keep {effective} samples per update.",
+        "zh": "按估算,{capacity} MiB 显卡 {margin}% 以内能放下的最大单卡 batch 为 {batch};配合梯度累积 "
+        "{accumulation},每次更新仍为 {effective} 条样本。",
+    },
     "f_weights_share": {
         "en": "The weights alone take about {weights} MiB, {share}% of the {capacity} MiB card.",
         "zh": "仅模型权重就约占 {weights} MiB,是 {capacity} MiB 显卡的 {share}%。",

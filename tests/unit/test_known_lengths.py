@@ -72,3 +72,29 @@ def test_diagnose_and_patch_see_the_same_lengths(tmp_path: Path, capsys: pytest.
     assert change["rule"] == diagnosis["proposal"]["rule"]
     assert change["effect"]["before_mib"] == pytest.approx(effect["before_mib"])
     assert Path(written["config"]).is_file()
+
+
+def test_the_diagnosis_names_the_largest_micro_batch_that_fits() -> None:
+    """On the course's card with its real lengths, the estimate's answer is the course's own: 2 x 16."""
+    from oomdoctor.rules.engine import diagnose
+
+    findings = {f.id: f for f in diagnose(gather(CONFIG, LOG, lengths_file=DEMO_LENGTHS)).findings}
+    text = findings["fitting_micro_batch"].text["en"]
+    assert ": 2, with gradient_accumulation_steps 16 to keep 32 samples" in text
+    # with no card known (no log, no NVML, no --gpu-mib) the estimate cannot say what fits
+    unplaced = diagnose(gather(CONFIG, None, lengths_file=DEMO_LENGTHS, answers={"phase": "first_batch"}))
+    assert "fitting_micro_batch" not in {f.id for f in unplaced.findings}
+
+
+def test_a_model_shape_too_partial_to_estimate_still_diagnoses(tmp_path: Path) -> None:
+    model_dir = tmp_path / "my-model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2}), "utf-8")
+    config = tmp_path / "train.yaml"
+    config.write_text(CONFIG.read_text(encoding="utf-8").replace("Qwen/Qwen3-0.6B", str(model_dir)), "utf-8")
+    facts = gather(config, LOG)
+    assert facts.model is not None and facts.model.hidden_size == 64
+    assert facts.estimate is None  # no heads, no vocabulary: nothing to estimate with
+    from oomdoctor.rules.engine import diagnose
+
+    assert diagnose(facts).proposal is not None

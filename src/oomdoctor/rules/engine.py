@@ -442,7 +442,7 @@ def _same_value(old: Any, new: Any) -> bool:
 
 
 def _mib(value: float | None) -> str:
-    return _show(None if value is None else round(value), None)
+    return "?" if value is None else f"{round(value):,}"
 
 
 def _in_effect(config: ConfigFacts) -> list[dict[str, str]]:
@@ -577,6 +577,9 @@ def fact_findings(facts: Facts) -> list[Finding]:
                 share=round(100 * weights / facts.gpu_total_mib),
                 capacity=_mib(facts.gpu_total_mib),
             )
+        fitting = _fitting_micro_batch(facts)
+        if fitting is not None:
+            add("fitting_micro_batch", **fitting)
         if est.dominant_term in est.terms:
             name = TERM_NAMES.get(est.dominant_term, {"en": est.dominant_term, "zh": est.dominant_term})
             out.append(
@@ -607,6 +610,35 @@ def fact_findings(facts: Facts) -> list[Finding]:
                 )
             )
     return out
+
+
+# Phases where the micro-batch sets the peak, so "the largest micro-batch that fits" is worth saying.
+BATCH_PHASES = ("first_batch", "long_sample")
+FIT_MARGIN = 0.9  # keep nvidia-smi's expected high end under 90% of the card
+
+
+def _fitting_micro_batch(facts: Facts) -> dict[str, Any] | None:
+    """The largest micro-batch the estimate says fits this card with margin, keeping the effective batch."""
+    config, model, total = facts.config, facts.model, facts.gpu_total_mib
+    if facts.derived.get("phase") not in BATCH_PHASES or config is None or model is None or not total:
+        return None
+    if facts.estimate is None:  # the model's shape did not allow an estimate: nothing to search with
+        return None
+    from oomdoctor.estimate import accumulation_for, largest_fitting_micro_batch
+
+    try:
+        batch = largest_fitting_micro_batch(config, model, data=facts.data, gpu_total_mib=total, margin=FIT_MARGIN)
+    except BadInput:  # a model shape too incomplete to estimate with
+        return None
+    if batch is None or batch >= config.per_device_train_batch_size:
+        return None  # none fits, or the current one should: the estimate has nothing to add
+    return {
+        "batch": batch,
+        "accumulation": accumulation_for(config, batch),
+        "effective": config.effective_batch,
+        "margin": round(100 * FIT_MARGIN),
+        "capacity": _mib(total),
+    }
 
 
 def _evidence_cause(facts: Facts) -> str:
