@@ -9,49 +9,149 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
+import unicodedata
 from collections.abc import Sequence
+from typing import Any
 
 from oomdoctor import __version__
 from oomdoctor.errors import EXIT_BAD_INPUT, BadInput
-from oomdoctor.i18n import default_lang
+from oomdoctor.i18n import LANGS, Lang, default_lang, help_text, set_help_lang
 
-VERBS: dict[str, str] = {
-    "demo": "Open the TUI on the bundled demo case (the course config with a real-looking OOM) / 打开内置演示案例",
-    "diagnose": "Locate the OOM in a config + log and propose one change / 定位显存溢出并给出一项修改",
-    "patch": "Write the proposed change into a new folder / 把修改写入新目录",
-    "estimate": "Estimate peak GPU memory per term and phase / 按分项与阶段估算显存峰值",
-    "lengths": "Real token lengths of the configured dataset / 统计数据集实际 token 长度",
-    "trial": "Run a short trial and record memory samples / 短时试跑并记录显存采样",
-    "watch": "Live GPU panel, touching nothing / 实时 GPU 面板,不干预任何进程",
-    "compare": "Compare trials (or two configs) / 对比多次试跑(或两份配置)",
-    "tui": "Open the interactive app (same as no verb) / 打开交互界面(同不带子命令)",
+# Each verb's one-line help, (English, Chinese); ``--help`` shows the user's language.
+VERBS: dict[str, tuple[str, str]] = {
+    "demo": (
+        "Open the TUI on the bundled demo case (the course config with a real-looking OOM)",
+        "打开内置演示案例(课程配置与一份逼真的显存溢出日志)",
+    ),
+    "diagnose": (
+        "Locate the OOM in a config + log and propose one change",
+        "根据配置和日志定位显存溢出,并给出一项修改",
+    ),
+    "patch": ("Write the proposed change into a new folder", "把建议的修改写入新目录"),
+    "estimate": ("Estimate peak GPU memory per term and phase", "按分项与阶段估算显存峰值"),
+    "lengths": ("Real token lengths of the configured dataset", "统计配置中数据集的实际 token 长度"),
+    "trial": ("Run a short trial and record memory samples", "短时试跑并记录显存采样"),
+    "watch": ("Live GPU panel, touching nothing", "实时 GPU 面板,只读,不干预任何进程"),
+    "compare": ("Compare trials (or two configs)", "对比多次试跑(或两份配置)"),
+    "tui": ("Open the interactive app (same as no verb)", "打开交互界面(与不带子命令相同)"),
 }
 
 
+# A Chinese character takes two terminal columns, and Chinese puts no spaces between words: argparse's
+# textwrap would count each as one column and leave whole clauses unbroken.
+_WIDE_OR_WORD = re.compile(
+    r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+|\s+"
+)
+_NO_LINE_START = set(",。、;:!?)》」』")
+_NO_LINE_END = set("(《「『")
+
+
+def _columns(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def wrap_columns(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` terminal columns, breaking between words or Chinese characters
+    (never before a closing mark or after an opening one); a word longer than ``width`` keeps its own line."""
+    pieces: list[str] = []
+    for piece in _WIDE_OR_WORD.findall(" ".join(text.split())):
+        if (
+            pieces
+            and not pieces[-1].isspace()
+            and (piece[0] in _NO_LINE_START or pieces[-1][-1] in _NO_LINE_END)
+        ):
+            pieces[-1] += piece
+        else:
+            pieces.append(piece)
+    lines: list[str] = []
+    line = ""
+    for piece in pieces:
+        if piece.isspace():
+            line += " " if line else ""
+        elif line and _columns(line) + _columns(piece) > width:
+            lines.append(line.rstrip())
+            line = piece
+        else:
+            line += piece
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help layout, wrapped by terminal columns so Chinese help lines fit the terminal."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return wrap_columns(text, width)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(indent + line for line in wrap_columns(text, width - len(indent)))
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse that exits 2 with one line instead of a usage dump on bad arguments."""
+    """argparse that exits 2 with one line instead of a usage dump on bad arguments, and wraps help texts
+    by terminal columns."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"oomdoctor: {message}\n")
         raise SystemExit(EXIT_BAD_INPUT)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="oomdoctor", description="Diagnose CUDA out-of-memory in LLaMA-Factory runs.")
-    parser.add_argument("--version", action="version", version=f"oomdoctor {__version__}")
-    parser.add_argument("--lang", choices=["en", "zh"], default=None, help="language (default from LANG)")
+def lang_from_argv(argv: Sequence[str]) -> Lang:
+    """The language asked for on the command line (the last ``--lang X`` / ``--lang=X``, before or after the
+    verb), else the environment's: the help texts are fixed when the parser is built, before it parses."""
+    asked: str | None = None
+    for i, word in enumerate(argv):
+        if word == "--":
+            break
+        if word == "--lang" and i + 1 < len(argv):
+            asked = argv[i + 1]
+        elif word.startswith("--lang="):
+            asked = word.split("=", 1)[1]
+    return asked if asked in LANGS else default_lang()  # type: ignore[return-value]
+
+
+def _lang_help() -> str:
+    return help_text("language of the output (default from LANG)", "输出语言(默认取自 LANG 环境变量)")
+
+
+def build_parser(lang: Lang | None = None) -> argparse.ArgumentParser:
+    """The whole command line, its help texts in ``lang`` (None: the environment's, as ``oomdoctor`` without
+    --lang)."""
+    set_help_lang(lang or default_lang())
+    parser = _Parser(
+        prog="oomdoctor",
+        description=help_text(
+            "Diagnose CUDA out-of-memory in LLaMA-Factory runs.",
+            "诊断 LLaMA-Factory 训练中的 CUDA 显存溢出。",
+        ),
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"oomdoctor {__version__}",
+        help=help_text("print the version and exit", "显示版本号并退出"),
+    )
+    parser.add_argument("--lang", choices=list(LANGS), default=None, help=_lang_help())
     sub = parser.add_subparsers(dest="verb", parser_class=_Parser)
-    for verb, help_text in VERBS.items():
+    for verb, (en, zh) in VERBS.items():
         module = importlib.import_module(f"oomdoctor.commands.{verb}")
-        p = sub.add_parser(verb, help=help_text, description=help_text)
-        p.add_argument("--lang", choices=["en", "zh"], default=argparse.SUPPRESS, help="language (default from LANG)")
+        summary = help_text(en, zh)
+        p = sub.add_parser(verb, help=summary, description=summary)
+        p.add_argument("--lang", choices=list(LANGS), default=argparse.SUPPRESS, help=_lang_help())
         module.register(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(lang_from_argv(words)).parse_args(words)
     if args.lang is None:
         args.lang = default_lang()
     verb = args.verb or "tui"

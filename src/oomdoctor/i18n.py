@@ -71,6 +71,25 @@ def both(key: str, /, **fields: object) -> dict[str, str]:
     return {lang: entry[lang].format(**fields) for lang in LANGS}
 
 
+# --- `--help` texts ------------------------------------------------------------------------------------
+# argparse keeps each help text as one plain string, fixed when the parser is built, so the command line
+# picks the language first (``set_help_lang``) and every ``help=`` is written as ``help_text(en, zh)``:
+# both languages sit side by side where the option is defined, and neither can be forgotten.
+
+_help_lang: Lang = "en"
+
+
+def set_help_lang(lang: Lang) -> None:
+    """The language the next ``help_text`` calls return (anything but "zh" means English)."""
+    global _help_lang
+    _help_lang = "zh" if lang == "zh" else "en"
+
+
+def help_text(en: str, zh: str) -> str:
+    """A command-line help text in the language set by ``set_help_lang`` (English until set)."""
+    return zh if _help_lang == "zh" else en
+
+
 # Code-owned messages. Rules carry their own texts in rules/*.yaml.
 MESSAGES: dict[str, dict[str, str]] = {
     "file_missing": {"en": "{what} not found: {path}", "zh": "找不到{what_zh}:{path}"},

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from oomdoctor.i18n import msg
+from oomdoctor.i18n import help_text, msg
 
 
 def positive_int(text: str) -> int:
@@ -38,10 +38,17 @@ def add_run_inputs(parser: argparse.ArgumentParser, *, config_required: bool = F
     parser.add_argument(
         "--config",
         required=config_required,
-        help="the LLaMA-Factory training YAML (or the WebUI's training_args.yaml)",
+        help=help_text(
+            "the LLaMA-Factory training YAML (or the WebUI's training_args.yaml)",
+            "LLaMA-Factory 训练配置 YAML(或 WebUI 保存的 training_args.yaml)",
+        ),
     )
     parser.add_argument(
-        "--log", help="the run's log: console capture, nohup.out, running_log.txt, trainer_log.jsonl"
+        "--log",
+        help=help_text(
+            "the run's log: console capture, nohup.out, running_log.txt, trainer_log.jsonl",
+            "这次训练的日志:终端输出、nohup.out、running_log.txt 或 trainer_log.jsonl",
+        ),
     )
     add_known_facts(parser)
 
@@ -52,21 +59,39 @@ def add_known_facts(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="answer a question the diagnosis asks, e.g. phase=eval (repeatable)",
+        help=help_text(
+            "answer a question the diagnosis asks, e.g. phase=eval (repeatable)",
+            "回答诊断提出的问题,如 phase=eval(可重复使用)",
+        ),
     )
     parser.add_argument(
-        "--gpu-mib", type=positive_number, metavar="N", help="the card's memory in MiB, when no log or NVML says it"
+        "--gpu-mib",
+        type=positive_number,
+        metavar="N",
+        help=help_text(
+            "the card's memory in MiB, when no log or NVML says it",
+            "显卡显存(MiB),日志和 NVML 都读不到时填写",
+        ),
     )
     parser.add_argument(
-        "--longest-tokens", type=positive_int, metavar="N", help="the real longest training sample, in tokens"
+        "--longest-tokens",
+        type=positive_int,
+        metavar="N",
+        help=help_text("the real longest training sample, in tokens", "训练集实际最长样本的 token 数"),
     )
     parser.add_argument(
-        "--eval-longest-tokens", type=positive_int, metavar="N", help="the real longest validation sample, in tokens"
+        "--eval-longest-tokens",
+        type=positive_int,
+        metavar="N",
+        help=help_text("the real longest validation sample, in tokens", "验证集实际最长样本的 token 数"),
     )
     parser.add_argument(
         "--lengths",
         metavar="FILE",
-        help="real sample lengths saved by `oomdoctor lengths --json > FILE`",
+        help=help_text(
+            "real sample lengths saved by `oomdoctor lengths --json > FILE`",
+            "由 `oomdoctor lengths --json > FILE` 保存的实际样本长度",
+        ),
     )
 
 

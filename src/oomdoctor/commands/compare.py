@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from oomdoctor.errors import EXIT_OK, BadInput
-from oomdoctor.i18n import msg
+from oomdoctor.i18n import help_text, msg
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -18,9 +18,14 @@ def register(parser: argparse.ArgumentParser) -> None:
         "paths",
         nargs="+",
         metavar="PATH",
-        help="trial folders (the first is the reference), or OLD.yaml NEW.yaml / 试跑目录(第一个为基准),或两份配置",
+        help=help_text(
+            "trial folders (the first is the reference), or OLD.yaml NEW.yaml",
+            "试跑目录(第一个为对比基准),或新旧两份配置 OLD.yaml NEW.yaml",
+        ),
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object / 输出 JSON")
+    parser.add_argument(
+        "--json", action="store_true", help=help_text("print one JSON object", "输出一个 JSON 对象")
+    )
 
 
 def _is_config(path: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from oomdoctor.errors import EXIT_OK
+from oomdoctor.i18n import help_text
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -12,7 +13,10 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--trial-steps",
         type=int,
         default=None,
-        help="optimizer steps of a short trial (default 50, as oomdoctor trial)",
+        help=help_text(
+            "optimizer steps of a short trial (default 50, as oomdoctor trial)",
+            "试跑的优化步数(默认 50,与 oomdoctor trial 相同)",
+        ),
     )
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from oomdoctor.commands._inputs import add_run_inputs, gather_kwargs, known_fact_words
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK
-from oomdoctor.i18n import Lang, msg, pick
+from oomdoctor.i18n import Lang, help_text, msg, pick
 
 if TYPE_CHECKING:
     from oomdoctor.diagnosis import Diagnosis, Proposal
@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 
 def register(parser: argparse.ArgumentParser) -> None:
     add_run_inputs(parser)
-    parser.add_argument("--json", action="store_true", help="print the diagnosis as one JSON object")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=help_text("print the diagnosis as one JSON object", "把诊断结果输出为一个 JSON 对象"),
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from oomdoctor.commands._inputs import positive_int, positive_number
 from oomdoctor.errors import EXIT_OK
-from oomdoctor.i18n import Lang, msg
+from oomdoctor.i18n import Lang, help_text, msg
 
 if TYPE_CHECKING:
     from oomdoctor.estimate.types import Estimate
@@ -23,16 +23,55 @@ FIT_MARGIN = 0.9  # the fitting micro-batch keeps nvidia-smi's high end under 90
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="the LLaMA-Factory training YAML")
-    parser.add_argument("--longest-tokens", type=positive_int, metavar="N",
-                        help="the longest training sample in tokens (from `oomdoctor lengths`)")
-    parser.add_argument("--eval-longest-tokens", type=positive_int, metavar="N",
-                        help="the longest eval sample in tokens (default: as long as training)")
-    parser.add_argument("--lengths", metavar="FILE", help="real sample lengths saved by `oomdoctor lengths --json > FILE`")
+    parser.add_argument(
+        "--config",
+        required=True,
+        help=help_text("the LLaMA-Factory training YAML", "LLaMA-Factory 训练配置 YAML"),
+    )
+    parser.add_argument(
+        "--longest-tokens",
+        type=positive_int,
+        metavar="N",
+        help=help_text(
+            "the longest training sample in tokens (from `oomdoctor lengths`)",
+            "训练集最长样本的 token 数(由 `oomdoctor lengths` 给出)",
+        ),
+    )
+    parser.add_argument(
+        "--eval-longest-tokens",
+        type=positive_int,
+        metavar="N",
+        help=help_text(
+            "the longest eval sample in tokens (default: as long as training)",
+            "验证集最长样本的 token 数(默认与训练集相同)",
+        ),
+    )
+    parser.add_argument(
+        "--lengths",
+        metavar="FILE",
+        help=help_text(
+            "real sample lengths saved by `oomdoctor lengths --json > FILE`",
+            "由 `oomdoctor lengths --json > FILE` 保存的实际样本长度",
+        ),
+    )
     card = parser.add_mutually_exclusive_group()
-    card.add_argument("--gpu-mib", type=positive_number, metavar="N", help="the card's memory in MiB")
-    card.add_argument("--gpu", metavar="NAME", help='a card name, e.g. "V100-32GB", "RTX 4090", "A100-80GB"')
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    card.add_argument(
+        "--gpu-mib",
+        type=positive_number,
+        metavar="N",
+        help=help_text("the card's memory in MiB", "显卡显存(MiB)"),
+    )
+    card.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help=help_text(
+            'a card name, e.g. "V100-32GB", "RTX 4090", "A100-80GB"',
+            '显卡型号,如 "V100-32GB"、"RTX 4090"、"A100-80GB"',
+        ),
+    )
+    parser.add_argument(
+        "--json", action="store_true", help=help_text("print one JSON object", "输出一个 JSON 对象")
+    )
 
 
 def _card(args: argparse.Namespace) -> tuple[str | None, float | None]:

@@ -13,14 +13,27 @@ import time
 
 from oomdoctor.commands._inputs import positive_int
 from oomdoctor.errors import EXIT_OK
-from oomdoctor.i18n import Lang, msg
+from oomdoctor.i18n import Lang, help_text, msg
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="the LLaMA-Factory training YAML")
-    parser.add_argument("--cutoff", type=positive_int, metavar="N",
-                        help="count samples this cutoff_len would cut (default: the config's)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--config",
+        required=True,
+        help=help_text("the LLaMA-Factory training YAML", "LLaMA-Factory 训练配置 YAML"),
+    )
+    parser.add_argument(
+        "--cutoff",
+        type=positive_int,
+        metavar="N",
+        help=help_text(
+            "count samples this cutoff_len would cut (default: the config's)",
+            "统计按这个截断长度 cutoff_len 会被截断的样本数(默认取配置中的值)",
+        ),
+    )
+    parser.add_argument(
+        "--json", action="store_true", help=help_text("print one JSON object", "输出一个 JSON 对象")
+    )
 
 
 class ProgressLine:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from oomdoctor.commands._inputs import add_run_inputs, gather_kwargs
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK, BadInput
-from oomdoctor.i18n import msg, pick
+from oomdoctor.i18n import help_text, msg, pick
 
 if TYPE_CHECKING:
     from oomdoctor.diagnosis import Diagnosis, Proposal
@@ -20,9 +20,23 @@ if TYPE_CHECKING:
 
 def register(parser: argparse.ArgumentParser) -> None:
     add_run_inputs(parser, config_required=True)
-    parser.add_argument("--out", required=True, help="new folder to write (must not exist)")
-    parser.add_argument("--rule", help="write this alternative instead of the first proposal (its rule id)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help=help_text("new folder to write (must not exist)", "要写入的新目录(不能已存在)"),
+    )
+    parser.add_argument(
+        "--rule",
+        help=help_text(
+            "write this alternative instead of the first proposal (its rule id)",
+            "改写这项备选方案(填其规则 id),而不是首选建议",
+        ),
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=help_text("print one JSON object instead of text", "输出一个 JSON 对象,而不是文本"),
+    )
 
 
 def choose_proposal(diagnosis: Diagnosis, rule: str | None) -> Proposal | None:

@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK
-from oomdoctor.i18n import Lang, msg
+from oomdoctor.i18n import Lang, help_text, msg
 
 if TYPE_CHECKING:
     from oomdoctor.trial.runner import TrialProgress, TrialResult
@@ -23,25 +23,53 @@ HEARTBEAT_S = 10.0  # while no step completes (loading), say the peak this often
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="the LLaMA-Factory YAML to try / 要试跑的配置")
-    parser.add_argument("--steps", type=int, default=50, help="update steps to run (default 50) / 更新步数")
     parser.add_argument(
-        "--out", required=True, help="new trial folder (must not exist) / 新的试跑目录(不能已存在)"
+        "--config",
+        required=True,
+        help=help_text("the LLaMA-Factory YAML to try", "要试跑的 LLaMA-Factory 配置 YAML"),
     )
     parser.add_argument(
-        "--timeout", type=float, default=600.0, help="time limit in seconds (default 600) / 时限(秒)"
+        "--steps",
+        type=int,
+        default=50,
+        help=help_text("update steps to run (default 50)", "试跑的更新步数(默认 50)"),
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        help=help_text("new trial folder (must not exist)", "新的试跑目录(不能已存在)"),
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help=help_text("time limit in seconds (default 600)", "时间上限,单位秒(默认 600)"),
     )
     parser.add_argument(
         "--launcher",
         default="llamafactory-cli train",
-        help='how to start training; VAR=value words become environment, e.g. "FORCE_TORCHRUN=1 llamafactory-cli '
-        'train" / 启动命令',
+        help=help_text(
+            'how to start training; VAR=value words become environment, e.g. "FORCE_TORCHRUN=1 llamafactory-cli '
+            'train"',
+            '启动训练的命令;其中 VAR=value 形式的词作为环境变量,如 "FORCE_TORCHRUN=1 llamafactory-cli train"',
+        ),
     )
     parser.add_argument(
-        "--interval", type=float, default=0.2, help="sampling interval in seconds / 采样间隔(秒)"
+        "--interval",
+        type=float,
+        default=0.2,
+        help=help_text("sampling interval in seconds", "显存采样间隔,单位秒"),
     )
-    parser.add_argument("--show-log", action="store_true", help="echo the training output / 同时输出训练日志")
-    parser.add_argument("--json", action="store_true", help="print result.json at the end / 结束时输出 JSON")
+    parser.add_argument(
+        "--show-log",
+        action="store_true",
+        help=help_text("echo the training output", "同时输出训练日志"),
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=help_text("print result.json at the end", "结束时输出 result.json 的内容"),
+    )
 
 
 def _source_label(source: str | None, lang: Lang) -> str:

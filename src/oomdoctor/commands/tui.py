@@ -7,20 +7,33 @@ from pathlib import Path
 
 from oomdoctor.commands._inputs import add_known_facts, gather_kwargs
 from oomdoctor.errors import EXIT_OK, BadInput
-from oomdoctor.i18n import msg
+from oomdoctor.i18n import help_text, msg
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="LLaMA-Factory training YAML (default: the newest run found here)")
     parser.add_argument(
-        "--log", help="training log: console capture, nohup.out, running_log.txt, trainer_log.jsonl"
+        "--config",
+        help=help_text(
+            "LLaMA-Factory training YAML (default: the newest run found here)",
+            "LLaMA-Factory 训练配置 YAML(默认取当前目录下最近一次训练)",
+        ),
+    )
+    parser.add_argument(
+        "--log",
+        help=help_text(
+            "training log: console capture, nohup.out, running_log.txt, trainer_log.jsonl",
+            "训练日志:终端输出、nohup.out、running_log.txt 或 trainer_log.jsonl",
+        ),
     )
     add_known_facts(parser)
     parser.add_argument(
         "--trial-steps",
         type=int,
         default=None,
-        help="optimizer steps of a short trial (default 50, as oomdoctor trial)",
+        help=help_text(
+            "optimizer steps of a short trial (default 50, as oomdoctor trial)",
+            "试跑的优化步数(默认 50,与 oomdoctor trial 相同)",
+        ),
     )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from oomdoctor.errors import EXIT_OK, BadInput
-from oomdoctor.i18n import Lang, msg
+from oomdoctor.i18n import Lang, help_text, msg
 
 CLEAR = "\x1b[H\x1b[2J"
 BAR_WIDTH = 30
@@ -26,11 +26,18 @@ MIB = 1024 * 1024
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--interval", type=float, default=1.0, help="seconds between frames (default 1) / 刷新间隔(秒)"
+        "--interval",
+        type=float,
+        default=1.0,
+        help=help_text("seconds between frames (default 1)", "刷新间隔,单位秒(默认 1)"),
     )
-    parser.add_argument("--once", action="store_true", help="print one frame and exit / 只输出一帧")
     parser.add_argument(
-        "--json", action="store_true", help="one JSON object per frame / 每帧输出一个 JSON 对象"
+        "--once", action="store_true", help=help_text("print one frame and exit", "只输出一帧后退出")
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=help_text("one JSON object per frame", "每帧输出一个 JSON 对象"),
     )
 
 
