@@ -73,6 +73,11 @@ def add_known_facts(parser: argparse.ArgumentParser) -> None:
             "显卡显存(MiB),日志和 NVML 都读不到时填写",
         ),
     )
+    add_lengths(parser)
+
+
+def add_lengths(parser: argparse.ArgumentParser) -> None:
+    """The real sample lengths, typed in or from a saved `oomdoctor lengths --json`."""
     parser.add_argument(
         "--longest-tokens",
         type=positive_int,
@@ -92,6 +97,12 @@ def add_known_facts(parser: argparse.ArgumentParser) -> None:
             "real sample lengths saved by `oomdoctor lengths --json > FILE`",
             "由 `oomdoctor lengths --json > FILE` 保存的实际样本长度",
         ),
+    )
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help=help_text("print one JSON object", "输出一个 JSON 对象")
     )
 
 

@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from oomdoctor.commands._inputs import add_json
 from oomdoctor.errors import EXIT_OK, BadInput
 from oomdoctor.i18n import help_text, msg
 
@@ -23,9 +24,7 @@ def register(parser: argparse.ArgumentParser) -> None:
             "试跑目录(第一个为对比基准),或新旧两份配置 OLD.yaml NEW.yaml",
         ),
     )
-    parser.add_argument(
-        "--json", action="store_true", help=help_text("print one JSON object", "输出一个 JSON 对象")
-    )
+    add_json(parser)
 
 
 def _is_config(path: str) -> bool:

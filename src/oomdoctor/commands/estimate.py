@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from oomdoctor.commands._inputs import positive_int, positive_number
+from oomdoctor.commands._inputs import add_json, add_lengths, positive_number
 from oomdoctor.errors import EXIT_OK
 from oomdoctor.i18n import Lang, help_text, msg
 
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from oomdoctor.estimate.types import Estimate
     from oomdoctor.facts.types import ConfigFacts, ModelFacts
 
-FIT_MARGIN = 0.9  # the fitting micro-batch keeps nvidia-smi's high end under 90 % of the card
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -28,32 +27,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         required=True,
         help=help_text("the LLaMA-Factory training YAML", "LLaMA-Factory 训练配置 YAML"),
     )
-    parser.add_argument(
-        "--longest-tokens",
-        type=positive_int,
-        metavar="N",
-        help=help_text(
-            "the longest training sample in tokens (from `oomdoctor lengths`)",
-            "训练集最长样本的 token 数(由 `oomdoctor lengths` 给出)",
-        ),
-    )
-    parser.add_argument(
-        "--eval-longest-tokens",
-        type=positive_int,
-        metavar="N",
-        help=help_text(
-            "the longest eval sample in tokens (default: as long as training)",
-            "验证集最长样本的 token 数(默认与训练集相同)",
-        ),
-    )
-    parser.add_argument(
-        "--lengths",
-        metavar="FILE",
-        help=help_text(
-            "real sample lengths saved by `oomdoctor lengths --json > FILE`",
-            "由 `oomdoctor lengths --json > FILE` 保存的实际样本长度",
-        ),
-    )
+    add_lengths(parser)
     card = parser.add_mutually_exclusive_group()
     card.add_argument(
         "--gpu-mib",
@@ -69,9 +43,7 @@ def register(parser: argparse.ArgumentParser) -> None:
             '显卡型号,如 "V100-32GB"、"RTX 4090"、"A100-80GB"',
         ),
     )
-    parser.add_argument(
-        "--json", action="store_true", help=help_text("print one JSON object", "输出一个 JSON 对象")
-    )
+    add_json(parser)
 
 
 def _card(args: argparse.Namespace) -> tuple[str | None, float | None]:
@@ -95,6 +67,7 @@ def build(args: argparse.Namespace) -> tuple[ConfigFacts, ModelFacts, Estimate, 
     """Read the config and model, estimate, and search the largest fitting micro-batch when the card is known."""
     from oomdoctor.errors import BadInput
     from oomdoctor.estimate import accumulation_for, estimate, largest_fitting_micro_batch
+    from oomdoctor.estimate.search import FIT_MARGIN
     from oomdoctor.facts.config import read_config
     from oomdoctor.facts.dataset import known_lengths
     from oomdoctor.facts.model import read_model
@@ -108,7 +81,7 @@ def build(args: argparse.Namespace) -> tuple[ConfigFacts, ModelFacts, Estimate, 
     result = estimate(config, model, data=data, gpu_total_mib=total_mib)
     extra: dict[str, Any] = {"card": card_name, "fit_margin": FIT_MARGIN}
     if total_mib:
-        batch = largest_fitting_micro_batch(config, model, data=data, gpu_total_mib=total_mib, margin=FIT_MARGIN)
+        batch = largest_fitting_micro_batch(config, model, data=data, gpu_total_mib=total_mib)
         extra["fitting_micro_batch"] = batch
         extra["fitting_accumulation"] = accumulation_for(config, batch) if batch else None
     return config, model, result, extra
@@ -190,7 +163,7 @@ def report(config: ConfigFacts, model: ModelFacts, result: Estimate, extra: dict
     else:
         out.append(msg("est_card_no", lang, card=card, total=_n(total), peak=_n(result.peak_allocated_mib)))
     if total is not None:
-        margin = round(100 * float(extra.get("fit_margin", FIT_MARGIN)))
+        margin = round(100 * float(extra["fit_margin"]))
         batch = extra.get("fitting_micro_batch")
         if batch:
             out.append(msg("est_fitting_batch", lang, margin=margin, batch=batch, accumulation=extra.get("fitting_accumulation")))

@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from oomdoctor.commands._inputs import positive_int
+from oomdoctor.commands._inputs import add_json, positive_int
 from oomdoctor.errors import EXIT_OK
 from oomdoctor.i18n import Lang, help_text, msg
 
@@ -31,9 +31,7 @@ def register(parser: argparse.ArgumentParser) -> None:
             "统计按这个截断长度 cutoff_len 会被截断的样本数(默认取配置中的值)",
         ),
     )
-    parser.add_argument(
-        "--json", action="store_true", help=help_text("print one JSON object", "输出一个 JSON 对象")
-    )
+    add_json(parser)
 
 
 class ProgressLine:

@@ -8,6 +8,9 @@ from typing import Any
 from oomdoctor.estimate.memory import estimate
 from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
 
+# "Fits" keeps nvidia-smi's expected high end under 90 % of the card: the margin the estimate leaves for what it
+# cannot see (other allocations, a longer sample than measured).
+FIT_MARGIN = 0.9
 
 def with_changes(config: ConfigFacts, changes: dict[str, Any]) -> ConfigFacts:
     """A copy of ``config`` with new YAML values, re-derived exactly as facts/config.py derives a config
@@ -44,7 +47,7 @@ def largest_fitting_micro_batch(
     *,
     data: DataFacts | None = None,
     gpu_total_mib: float,
-    margin: float = 0.9,
+    margin: float = FIT_MARGIN,
     longest_tokens: int | None = None,
 ) -> int | None:
     """The largest micro-batch whose expected nvidia-smi high stays under ``margin`` x the card, keeping

@@ -614,7 +614,6 @@ def fact_findings(facts: Facts) -> list[Finding]:
 
 # Phases where the micro-batch sets the peak, so "the largest micro-batch that fits" is worth saying.
 BATCH_PHASES = ("first_batch", "long_sample")
-FIT_MARGIN = 0.9  # keep nvidia-smi's expected high end under 90% of the card
 
 
 def _fitting_micro_batch(facts: Facts) -> dict[str, Any] | None:
@@ -625,9 +624,10 @@ def _fitting_micro_batch(facts: Facts) -> dict[str, Any] | None:
     if facts.estimate is None:  # the model's shape did not allow an estimate: nothing to search with
         return None
     from oomdoctor.estimate import accumulation_for, largest_fitting_micro_batch
+    from oomdoctor.estimate.search import FIT_MARGIN
 
     try:
-        batch = largest_fitting_micro_batch(config, model, data=facts.data, gpu_total_mib=total, margin=FIT_MARGIN)
+        batch = largest_fitting_micro_batch(config, model, data=facts.data, gpu_total_mib=total)
     except BadInput:  # a model shape too incomplete to estimate with
         return None
     if batch is None or batch >= config.per_device_train_batch_size:
