@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
-from oomdoctor.commands._inputs import add_known_facts, gather_kwargs
+from oomdoctor.commands._inputs import add_known_facts, gather_kwargs, positive_int
 from oomdoctor.errors import EXIT_OK, BadInput
 from oomdoctor.i18n import help_text, msg
 
@@ -26,15 +27,29 @@ def register(parser: argparse.ArgumentParser) -> None:
         ),
     )
     add_known_facts(parser)
+    add_trial_steps(parser)
+
+
+def add_trial_steps(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trial-steps",
-        type=int,
+        type=positive_int,
         default=None,
         help=help_text(
             "optimizer steps of a short trial (default 50, as oomdoctor trial)",
             "试跑的优化步数(默认 50,与 oomdoctor trial 相同)",
         ),
     )
+
+
+def run_app(args: argparse.Namespace, **build: Any) -> int:
+    """Build the app (textual is imported here, not at start-up), run it, and return its exit code."""
+    from oomdoctor.tui.factory import DEFAULT_TRIAL_STEPS, build_app
+
+    steps = getattr(args, "trial_steps", None) or DEFAULT_TRIAL_STEPS
+    app = build_app(lang=args.lang, trial_steps=steps, **build)
+    result = app.run()
+    return int(result) if result is not None else EXIT_OK
 
 
 def check_file(path: str | None, what: str, what_zh: str) -> Path | None:
@@ -50,11 +65,6 @@ def check_file(path: str | None, what: str, what_zh: str) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from oomdoctor.tui.factory import DEFAULT_TRIAL_STEPS, build_app
-
     config = check_file(getattr(args, "config", None), "config", "配置")
     log = check_file(getattr(args, "log", None), "log", "日志")
-    steps = getattr(args, "trial_steps", None) or DEFAULT_TRIAL_STEPS
-    app = build_app(config, log, args.lang, trial_steps=steps, known=gather_kwargs(args))
-    result = app.run()
-    return int(result) if result is not None else EXIT_OK
+    return run_app(args, config=config, log=log, known=gather_kwargs(args))
