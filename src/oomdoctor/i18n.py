@@ -558,6 +558,10 @@ MESSAGES: dict[str, dict[str, str]] = {
     },
     "log_ev_frame": {"en": "the traceback passes through {frame}: {why}", "zh": "调用栈经过 {frame}:{why}"},
     "log_ev_marker": {"en": "last marker before the failure: \"{line}\" ({why})", "zh": "出错前最后的标记:\"{line}\"({why})"},
+    "log_ev_steps_estimated": {
+        "en": "a progress bar without its step count had run for a while: about {n} steps at its rate ({bar})",
+        "zh": "一个看不到步数的进度条已运行了一段时间:按其速度约 {n} 步({bar})",
+    },
     "log_ev_steps": {
         "en": "{n} optimizer steps had completed before it ran out ({bar})",
         "zh": "内存耗尽前已完成 {n} 个优化步({bar})",

@@ -181,7 +181,10 @@ def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = N
     def training() -> None:
         if any_steps:
             res.phase, res.confidence = "long_sample", "high"
-            if good:
+            if good and snap.train_steps_estimated and good == snap.train_steps:
+                res.confidence = "low"
+                ev.append(text("log_ev_steps_estimated", n=good, bar=snap.train_bar))
+            elif good:
                 ev.append(text("log_ev_steps", n=good, bar=snap.train_bar or "trainer_log.jsonl"))
             else:
                 ev.append(text("log_ev_loss_dicts", n=snap.loss_dicts))

@@ -20,6 +20,11 @@ from oomdoctor.facts.log_text import split_prefix, strip_ansi
 _BAR = re.compile(
     r"(?P<desc>[^|\r\n]*?)\s*(?P<pct>\d{1,3})%\|[^|\n]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*(?:\[[^\]\n]*\])?"
 )
+# The timing tail of a tqdm bar whose "n/total" part is not in the line (cut by the reporter, or wrapped onto
+# the line before): "[02:06<01:20, 13.44s/it, pg=-.0119". Elapsed time and rate give the iterations done.
+_BAR_TAIL = re.compile(
+    r"\[(?P<elapsed>\d+(?::\d{2}){1,2})<(?:\d+(?::\d{2}){1,2}|\?),\s*(?P<rate>\d+(?:\.\d+)?)(?P<unit>s/it|it/s)"
+)
 # Training progress: two or more segments in a row that are bare bars (no description, no prefix) or training
 # loss dicts, each on its own "\r"/"\n" segment, blank segments between them. This is most of a long log.
 _EOL = r"[ \t]*(?:\r\n|[\r\n])(?:[ \t]*(?:\r\n|[\r\n]))*"
@@ -111,6 +116,7 @@ class Snapshot:
     context_why: dict[str, str] | None = None
     train_steps: int | None = None  # last "n" of the Trainer's train bar: completed optimizer steps
     train_bar: str | None = None  # that bar as printed, for evidence
+    train_steps_estimated: bool = False  # train_steps comes from a bar's elapsed time and rate, not its count
     loss_dicts: int = 0  # training loss dicts printed ({'loss': ...}): each follows a completed step
     training_started: bool = False
     eval_started: bool = False  # an evaluation began after training had started
@@ -295,6 +301,8 @@ class LogScanner:
                 if rest.strip():
                     self._segment(key, rank, host, rest)
                 return
+        if ("s/it" in text or "it/s" in text) and "<" in text:
+            self._bar_tail(text)
         if ", Epoch " in text:
             m = _NOTEBOOK_BAR.match(text)
             if m:
@@ -410,14 +418,25 @@ class LogScanner:
 
     def _bar(self, desc: str, n: int, total: int, shown: str) -> None:
         run, snap = self.run, self.run.snap
+        loop = None  # a described bar of another trainer's train or eval loop
         if desc:
             if any(desc.startswith(b) for b in self.t.load_bars):
                 if "shard" in desc.lower():
                     run.loading_shards = True
                 self._set_context("load", shown, None)
-            return  # other described bars are data preparation
+                return
+            word = desc.split()[0].rstrip(":").lower()
+            if word in self.t.train_bar_words:
+                loop = "train"
+            elif word in self.t.eval_bar_words:
+                loop = "eval"
+            else:
+                return  # other described bars are data preparation
         # a bar of the known train total is the train bar; without one, any bar outside an evaluation
-        is_train = total == run.train_total if run.train_total is not None else snap.context != "eval"
+        if loop is not None:
+            is_train = loop == "train"
+        else:
+            is_train = total == run.train_total if run.train_total is not None else snap.context != "eval"
         if is_train:
             if run.train_total is None:
                 run.train_total = total
@@ -432,6 +451,28 @@ class LogScanner:
                 self._set_context("eval", shown, None)
             if snap.training_started:
                 snap.eval_started = True
+
+    def _bar_tail(self, text: str) -> None:
+        """A bar's timing tail without its count: the loop had run for a while. Outside an evaluation, and
+        when no counted bar was seen, the iterations it implies (at least one) are the training steps done."""
+        m = _BAR_TAIL.search(text)
+        snap = self.run.snap
+        if m is None or snap.context in ("eval", "load") or snap.train_steps is not None:
+            return
+        elapsed_s = 0
+        for part in m.group("elapsed").split(":"):
+            elapsed_s = elapsed_s * 60 + int(part)
+        rate = float(m.group("rate"))
+        if rate <= 0:
+            return
+        done = int(elapsed_s / rate) if m.group("unit") == "s/it" else int(elapsed_s * rate)
+        if done < 1:
+            return
+        snap.train_steps = done
+        snap.train_bar = m.group(0)
+        snap.train_steps_estimated = True
+        snap.training_started = True
+        snap.weights_loaded = True
 
     def _dict_line(self, text: str) -> bool:
         """A Trainer metrics dict; True when it was one."""

@@ -74,6 +74,8 @@ class Tables:
     markers: tuple[Marker, ...]
     marker_any: re.Pattern[str]
     load_bars: tuple[str, ...]
+    train_bar_words: frozenset[str]
+    eval_bar_words: frozenset[str]
     allocator_warnings: tuple[AllocatorWarning, ...]
     allocator_any: re.Pattern[str]
     save_step_multiples: tuple[int, ...]
@@ -150,6 +152,8 @@ def tables() -> Tables:
         markers=markers,
         marker_any=_any_of([m["pattern"] for m in raw["markers"]]),
         load_bars=tuple(raw["load_bars"]),
+        train_bar_words=frozenset(str(w).lower() for w in raw["train_bar_words"]),
+        eval_bar_words=frozenset(str(w).lower() for w in raw["eval_bar_words"]),
         allocator_warnings=warnings,
         allocator_any=_any_of([w["pattern"] for w in raw["allocator_warnings"]]),
         save_step_multiples=tuple(int(x) for x in raw["save_step_multiples"]),

@@ -174,9 +174,28 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     if weights_loaded is False:
         return "load", "weights_loaded"
     config = facts.config
-    if config is not None and config.evaluation_only and log_failed(facts) and weights_loaded is not False:
+    if (
+        config is not None
+        and config.evaluation_only
+        and log_failed(facts)
+        and weights_loaded is not False
+        and not _card_held_by_others(facts)
+    ):
         return "eval", "config"  # nothing but evaluation runs after the weights load
     return "unknown", "none"
+
+
+def _card_held_by_others(facts: Facts) -> bool:
+    """The log lists other processes holding more of the card than the failing process itself: what filled
+    the card is not this run's phase, so the config's run kind does not place the failure."""
+    log = facts.log
+    if log is None or not log.other_processes:
+        return False
+    other_mib, _, _ = _other_processes(facts)
+    own = log.process_in_use_mib
+    if own is None and log.allocated_mib is not None:
+        own = log.allocated_mib + (log.reserved_unallocated_mib or 0.0)
+    return other_mib is not None and own is not None and other_mib > own
 
 
 def _memory_kind(facts: Facts, phase: str) -> tuple[str | None, str | None]:
