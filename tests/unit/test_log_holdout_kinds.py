@@ -80,3 +80,32 @@ def test_a_bar_tail_of_less_than_one_iteration_says_nothing() -> None:
 def test_a_bar_tail_in_it_per_second_multiplies() -> None:
     facts = parse_log_text(PPO_TAIL.replace("13.44s/it", "2.50it/s"))
     assert facts.good_steps == 315  # 126 s at 2.5 it/s
+
+
+# llama-recipes (llama-cookbook) runs its own loop: train_utils.train for training, train_utils.evaluation for
+# validation.
+RECIPES_TRAIN = (
+    '  File "/site-packages/llama_recipes/finetuning.py", line 237, in main\n'
+    "    results = train(\n"
+    '  File "/site-packages/llama_recipes/utils/train_utils.py", line 79, in train\n'
+    "    loss = model(**batch).loss\n"
+    '  File "/site-packages/transformers/models/llama/modeling_llama.py", line 390, in forward\n'
+    "    attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) / math.sqrt(self.head_dim)\n"
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacty of "
+    "14.58 GiB of which 635.56 MiB is free. Process 26469 has 13.96 GiB memory in use.\n"
+)
+
+
+def test_the_llama_recipes_training_loop_is_training() -> None:
+    facts = parse_log_text(RECIPES_TRAIN)
+    assert facts.phase == "first_batch"  # no progress line: the first step, low confidence
+    assert facts.phase_confidence == "low"
+    assert any("llama-recipes' training loop" in e for e in facts.phase_evidence)
+
+
+def test_the_llama_recipes_evaluation_loop_is_evaluation() -> None:
+    text = RECIPES_TRAIN.replace("line 79, in train", "line 160, in evaluation").replace(
+        "results = train(", "eval_ppl, eval_loss = evaluation("
+    )
+    facts = parse_log_text(text)
+    assert facts.phase == "eval" and facts.phase_confidence == "high"
