@@ -21,8 +21,8 @@ from test_dev_cases import (
 CASES = Path(__file__).resolve().parent / "cases" / "real_holdout.yaml"
 # Floors at the scores reached after this round's fixes (see the case file's header): a change that lowers
 # one is a regression on real reports the reader and the rules were not written against.
-REQUIRED_PHASE_CORRECT = 13  # of 16 cases with log text
-REQUIRED_LOCATED = 13  # of 17, the rest asked
+REQUIRED_PHASE_CORRECT = 14  # of 17 cases with log text
+REQUIRED_LOCATED = 14  # of 18, the rest asked
 # One wrong phase is left: lf-3908 is an excerpt that begins inside its traceback with no progress line, read
 # as a first step (low confidence). The dev and extra sets hold two first steps of that exact shape
 # (lf-6800, lf-4263) beside one mid-run (axolotl-849): the log cannot tell them apart.
@@ -103,6 +103,7 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
         _GPU_YES,
         _OPTIMIZER | {"fragmentation.expandable_segments", "fallback.training_step"},
     ),
+    "lf-8868-custom-loss-qwen-vl-step-9": ({**_GPU_YES, "phase": "long_sample"}, _LONG_SAMPLE),
     "ms-swift-2536-qwen2vl-card-shared-with-six-processes": (
         {**_GPU_YES, "phase": "long_sample"},
         {"other_process.free_the_card"},
