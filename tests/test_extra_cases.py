@@ -17,6 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from test_dev_cases import (
+    EVAL_KINDS as _EVAL,
+)
+from test_dev_cases import (
+    OPTIMIZER_KINDS as _OPTIMIZER,
+)
+from test_dev_cases import (
     answered_kinds,
     every_answered_phase_has_a_proposal,
     load_cases,
@@ -36,21 +42,6 @@ _SAVE_GPU = {
     "save.zero3_gather_on_save",
     "save.fsdp_sharded_state_dict",
     "fallback.save",
-}
-_EVAL = {
-    "eval.skip_eval_during_training",
-    "eval.halve_eval_batch",
-    "eval.match_train_micro_batch",
-    "eval.keep_argmax_not_logits",
-    "eval.predictions_pile_up",
-    "eval.offload_predictions",
-    "fallback.eval",
-}
-_OPTIMIZER = {
-    "optimizer_step.shard_with_zero3",
-    "optimizer_step.offload_optimizer",
-    "optimizer_step.paged_adamw_8bit",
-    "weights.zero3_offload_params",
 }
 _INT8_SAVE = {"save.bnb_int8_state_dict", "fallback.save"}
 

@@ -11,6 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from test_dev_cases import (
+    EVAL_KINDS as _EVAL,
+)
+from test_dev_cases import (
+    OPTIMIZER_KINDS as _OPTIMIZER,
+)
+from test_dev_cases import (
     answered_kinds,
     every_answered_phase_has_a_proposal,
     load_cases,
@@ -43,21 +49,6 @@ _LONG_SAMPLE = {
     "activations.enable_gradient_checkpointing",
     "logits.liger_fused_loss",
     "fallback.training_step",
-}
-_EVAL = {
-    "eval.skip_eval_during_training",
-    "eval.halve_eval_batch",
-    "eval.match_train_micro_batch",
-    "eval.keep_argmax_not_logits",
-    "eval.predictions_pile_up",
-    "eval.offload_predictions",
-    "fallback.eval",
-}
-_OPTIMIZER = {
-    "optimizer_step.shard_with_zero3",
-    "optimizer_step.offload_optimizer",
-    "optimizer_step.paged_adamw_8bit",
-    "weights.zero3_offload_params",
 }
 _GPU_YES = {"memory_kind": "gpu", "card_bf16": "yes"}
 
