@@ -670,4 +670,28 @@ MESSAGES: dict[str, dict[str, str]] = {
     "len_padded": {"en": "the worst batch is padded to {padded} tokens, not to cutoff_len: lowering cutoff_len above {max} saves nothing", "zh": "最坏批次按 {padded} token 填充,而不是 cutoff_len:把 cutoff_len 降到 {max} 以上不会省显存"},
     "len_next": {"en": "next: oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}", "zh": "下一步:oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}"},
     "est_note_ppo": {"en": "PPO also holds a reward/value model and generation buffers: not counted here", "zh": "PPO 还会占用奖励/价值模型与生成缓存:此处未计入"},
+    # --- messages added by the diag work (keep each group together) ---
+    # (end of diag)
+
+    # --- messages added by the probe work (keep each group together) ---
+    # (end of probe)
+
+    # --- messages added by the watch work (keep each group together) ---
+    # (end of watch)
+
+    # --- messages added by the tui work (keep each group together) ---
+    # (end of tui)
+
+    # --- messages added by the facts work (keep each group together) ---
+    # (end of facts)
+
+    # --- messages added by the startup work (keep each group together) ---
+    # (end of startup)
+
+    # --- messages added by the hostile work (keep each group together) ---
+    # (end of hostile)
+
+    # --- messages added by the bigl work (keep each group together) ---
+    # (end of bigl)
+
 }

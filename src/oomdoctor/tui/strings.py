@@ -338,6 +338,30 @@ TEXTS: dict[str, dict[str, str]] = {
     },
     "measure_stopped": {"en": "Measuring stopped", "zh": "已停止统计长度"},
     "value_na": {"en": "n/a", "zh": "无"},
+    # --- messages added by the diag work (keep each group together) ---
+    # (end of diag)
+
+    # --- messages added by the probe work (keep each group together) ---
+    # (end of probe)
+
+    # --- messages added by the watch work (keep each group together) ---
+    # (end of watch)
+
+    # --- messages added by the tui work (keep each group together) ---
+    # (end of tui)
+
+    # --- messages added by the facts work (keep each group together) ---
+    # (end of facts)
+
+    # --- messages added by the startup work (keep each group together) ---
+    # (end of startup)
+
+    # --- messages added by the hostile work (keep each group together) ---
+    # (end of hostile)
+
+    # --- messages added by the bigl work (keep each group together) ---
+    # (end of bigl)
+
 }
 
 
