@@ -8,10 +8,7 @@ fail loudly, never make a node silently stop matching.
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +18,7 @@ from pydantic import ValidationError
 
 from oomdoctor.errors import BadInput
 from oomdoctor.i18n import msg
-from oomdoctor.rules.derive import DERIVED_FACTS
-from oomdoctor.rules.facts import Facts
+from oomdoctor.rules.fact_paths import fact_path_problem
 from oomdoctor.rules.model import RuleNode
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS
 
@@ -149,56 +145,6 @@ def _pydantic_problem(err: dict[str, Any], root: yaml.Node | None) -> tuple[int 
             "rule_unknown_operator", None, op=ctx.get("key"), where=where, known=ctx.get("known")
         )
     return line_of(root, loc, key=str(ctx["key"]) if "key" in ctx else None), f"{where}: {err['msg']}"
-
-
-# --- fact paths ------------------------------------------------------------------------------------------
-
-_HINTS_CACHE: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS_CACHE:
-        _HINTS_CACHE[cls] = typing.get_type_hints(cls)
-    return _HINTS_CACHE[cls]
-
-
-def _unwrap(tp: Any) -> Any:
-    """``X | None`` -> X."""
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return tp
-
-
-def _is_open_mapping(tp: Any) -> bool:
-    return tp is Any or tp is dict or typing.get_origin(tp) is dict
-
-
-def fact_path_problem(path: str) -> str | None:
-    """Why ``path`` names no fact (None when it does). Checked against the Facts dataclasses."""
-    parts = path.split(".")
-    root = parts[0]
-    hints = _hints(Facts)
-    if root not in hints or len(parts) < 1:
-        return f"no fact group {root!r} (known: {', '.join(hints)})"
-    if root == "derived":
-        if len(parts) != 2 or parts[1] not in DERIVED_FACTS:
-            return f"no derived fact {'.'.join(parts[1:])!r} (known: {', '.join(DERIVED_FACTS)})"
-        return None
-    tp = _unwrap(hints[root])
-    for i, part in enumerate(parts[1:], start=1):
-        if _is_open_mapping(tp):
-            return None if i == len(parts) - 1 else f"{'.'.join(parts[: i + 1])!r} is as deep as it goes"
-        if not dataclasses.is_dataclass(tp):
-            return f"{'.'.join(parts[:i])!r} has no members"
-        members = _hints(tp)  # type: ignore[arg-type]
-        if part not in members:
-            return f"{tp.__name__} has no field {part!r}"
-        tp = _unwrap(members[part])
-    if _is_open_mapping(tp) and root in ("answers", "env"):
-        return f"{path!r} needs a key, e.g. {root}.NAME"
-    return None
 
 
 # --- one file --------------------------------------------------------------------------------------------
