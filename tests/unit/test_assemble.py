@@ -135,3 +135,24 @@ def test_the_bundle_is_frozen_and_answers_make_a_new_one() -> None:
     answered = facts.with_answers({"phase": "eval"})
     assert answered is not facts and answered.derived.phase == "eval" and facts.derived.phase == "unknown"
     assert dict(answered.answers) == {"phase": "eval"} and answered.readings is not None
+
+
+def test_the_launch_command_in_the_error_states_the_world_size() -> None:
+    """LLaMA-Factory#7781: [rank5] on GPU 5 would say six processes; the torchrun command says eight."""
+    from test_launcher import LF_7781
+
+    excerpt = (
+        "[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB. GPU 5 has a total "
+        "capacity of 23.65 GiB of which 208.06 MiB is free. Process 2271800 has 23.44 GiB memory in use. Of the "
+        "allocated memory 22.87 GiB is allocated by PyTorch, and 6.23 MiB is reserved by PyTorch but "
+        "unallocated.\n" + LF_7781 + "\n"
+    )
+    log = parse_log_text(excerpt)
+    assert (log.rank, log.gpu_index, log.launcher_world_size) == (5, 5, 8)
+    d = facts_of(config=course(), log=log).derived
+    assert (d.world_size, d.world_size_source, d.processes_at_least, d.effective_batch) == (
+        8,
+        "launcher",
+        8,
+        256,
+    )

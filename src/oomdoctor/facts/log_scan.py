@@ -12,6 +12,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from oomdoctor.facts import launcher
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
 from oomdoctor.facts.log_text import split_prefix, strip_ansi
@@ -187,6 +188,7 @@ class Run:
     total_steps: int | None = None
     num_examples: int | None = None
     world_size: int | None = None
+    launcher_world_size: int | None = None  # what a launcher line states (facts/launcher.py)
     trainable_params: int | None = None
     all_params: int | None = None
     gradient_checkpointing_logged: bool = False
@@ -279,6 +281,8 @@ class LogScanner:
             if rich is None:
                 return
             text = rich
+        if launcher.HINT.search(text):  # before any return: a launch command may sit in an error line
+            run.launcher_world_size = launcher.world_size_in(text) or run.launcher_world_size
         failure = run.failure
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1

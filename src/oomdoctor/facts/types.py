@@ -166,7 +166,9 @@ class LogFacts:
     gradient_accumulation_steps: int | None = None
     total_train_batch_size: int | None = None
     num_examples: int | None = None
-    world_size: int | None = None
+    world_size: int | None = None  # LLaMA-Factory's "Process rank: N, world size: M"
+    # The processes a launcher line states: torchrun/deepspeed/accelerate arguments, WORLD_SIZE, "world size:"
+    launcher_world_size: int | None = None
     trainable_params: int | None = None
     all_params: int | None = None
     last_loss: float | None = None

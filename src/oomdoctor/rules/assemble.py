@@ -7,7 +7,8 @@ alone decides, once, in a stated order; the rules, the estimate, the reports and
 from ``Facts.derived`` and never work it out again.
 
     card size      --gpu-mib  >  the log's total capacity (the card that ran out)  >  NVML's first GPU
-    world size     given  >  log "world size:"  >  Ray's ray_num_workers  >  banner total / (batch x acc)
+    world size     given  >  LLaMA-Factory's "world size:"  >  a launcher line (torchrun/deepspeed/accelerate
+                   arguments, WORLD_SIZE)  >  Ray's ray_num_workers  >  banner total / (batch x acc)
                    >  WORLD_SIZE  >  a config built with one  >  1 when nothing shows several processes;
                    unknown when a rank or GPU number proves several (it is only ``processes_at_least``)
     effective batch  the config's batch x accumulation x that world size (unknown with it), else the
@@ -118,6 +119,7 @@ def settle_world_size(readings: Readings) -> tuple[int | None, str | None]:
     stated: list[tuple[int | None, str]] = [
         (readings.world_size, "given"),
         (log.world_size if log is not None else None, "log"),
+        (log.launcher_world_size if log is not None else None, "launcher"),
         (_ray_workers(config), "ray"),
         (_banner_world(log), "banner"),
         (_int_or_none(readings.env.get("WORLD_SIZE")), "env"),

@@ -100,8 +100,8 @@ class Derived:
         "through ZeRO's stage files, its optimizer banner or config dump); None: not known to be on"
     )
     world_size: int | None = _fact(
-        "processes taking part, from what states it: the user's or launcher's count, the log's 'world "
-        "size:', Ray's ray_num_workers, the banner's Total train batch size / (batch x accumulation), "
+        "processes taking part, from what states it: the user's count, the log's 'world size:', a "
+        "launcher line (torchrun/deepspeed/accelerate arguments, WORLD_SIZE), Ray's ray_num_workers, the banner's Total train batch size / (batch x accumulation), "
         "WORLD_SIZE; 1 for a config where nothing shows several processes; None when a rank or GPU number "
         "proves several but nothing says how many (never a rank number seen in an excerpt)"
     )
