@@ -2,8 +2,9 @@
 
 Accepts console captures, ``nohup.out``, the WebUI's ``running_log.txt``, LLaMA-Factory's
 ``trainer_log.jsonl`` and an ``output_dir`` holding them. Big logs are read from the end only (the failure
-is at the end; the banner at the start is read too), so a log of gigabytes costs what its last 64 MiB cost.
-``tail_bytes=None`` streams the whole file instead, in chunks, without holding it in memory.
+is at the end; the banner at the start is read too), so a log of gigabytes costs what its last 16 MiB cost;
+those bytes are searched the way grep does and only the windows around what matters are decoded
+(``log_window.py``). ``tail_bytes=None`` streams the whole file instead, in chunks, line by line.
 
 The knowledge (OOM forms, frames, markers) is in ``log_markers.yaml``; the line handling in
 ``log_text.py``, the scanning in ``log_scan.py`` and the phase decision in ``log_phase.py``.
@@ -29,7 +30,7 @@ from oomdoctor.facts.log_window import DEFAULT_SIZES, WindowSizes
 from oomdoctor.facts.types import LogFacts, OtherProcess
 from oomdoctor.i18n import msg
 
-DEFAULT_TAIL_BYTES = 64 * 1024**2
+DEFAULT_TAIL_BYTES = 16 * 1024**2  # hours of progress lines; bounds the reader's memory and time
 HEAD_BYTES = 1024**2  # the banner (batch sizes, world size) sits at the start of a big log
 STREAM_CHUNK_BYTES = 8 * 1024**2
 TRAINER_LOG_MAX_BYTES = 16 * 1024**2
