@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from oomdoctor.commands._inputs import add_known_facts, gather_kwargs, positive_int
+from oomdoctor.commands._inputs import add_known_facts, gather_kwargs, int_in
 from oomdoctor.errors import EXIT_OK, BadInput
 from oomdoctor.i18n import help_text, msg
 
@@ -33,7 +33,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def add_trial_steps(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trial-steps",
-        type=positive_int,
+        type=int_in(1, 1_000_000),
         default=None,
         help=help_text(
             "optimizer steps of a short trial (default 50, as oomdoctor trial)",
