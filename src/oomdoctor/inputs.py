@@ -384,10 +384,11 @@ def bad_value(path: str, key: str, expected: str, value: Any) -> BadInput:
     return BadInput(msg("in_bad_type", None, path=one_line(path), key=one_line(key), expected=expected, got=_type_name(value)))
 
 
-def as_int(value: Any, *, path: str, key: str, low: int = 0, high: int = MAX_INT) -> int:
-    """An integer in ``[low, high]``: an int, an integral float, or a string of one (the WebUI writes "4")."""
+def as_int(value: Any, *, path: str, key: str, low: int = 0, high: int = MAX_INT, strict: bool = False) -> int:
+    """An integer in ``[low, high]``: an int, an integral float, or a string of one (the WebUI writes "4");
+    only an int with ``strict`` (files we wrote ourselves as JSON)."""
     number: int | None = None
-    if isinstance(value, bool):
+    if isinstance(value, bool) or (strict and not isinstance(value, int)):
         number = None
     elif isinstance(value, int):
         number = value
@@ -427,9 +428,11 @@ def as_number(value: Any, *, path: str, key: str, low: float = -MAX_NUMBER, high
     return number
 
 
-def optional_int(mapping: dict[str, Any], key: str, *, path: str, low: int = 0, high: int = MAX_INT) -> int | None:
+def optional_int(
+    mapping: dict[str, Any], key: str, *, path: str, low: int = 0, high: int = MAX_INT, strict: bool = True
+) -> int | None:
     value = mapping.get(key)
-    return None if value is None else as_int(value, path=path, key=key, low=low, high=high)
+    return None if value is None else as_int(value, path=path, key=key, low=low, high=high, strict=strict)
 
 
 def optional_number(
