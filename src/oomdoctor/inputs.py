@@ -467,3 +467,46 @@ def optional_list(mapping: dict[str, Any], key: str, *, path: str) -> list[Any] 
     if not isinstance(value, list):
         raise bad_value(path, key, "a list", value)
     return value
+
+
+# ----------------------------------------------------------------------------------- output folders
+
+SYSTEM_ROOTS = ("/proc", "/sys", "/dev")
+
+
+def check_new_folder(out: str | os.PathLike[str], *, protected: dict[str, Path] | None = None) -> Path:
+    """Where a new folder may be created for ``--out``: its absolute path (the parent resolved, the last part
+    kept as given), after refusing a path that exists (a symlink too, dangling or not), lies under /proc, /sys
+    or /dev, or inside one of the ``protected`` folders of the user's run (``{"output_dir": path, ...}``)."""
+    given = Path(out).expanduser()
+    shown = one_line(given)
+    if os.path.islink(given):
+        raise BadInput(msg("out_is_symlink", None, path=shown))
+    if os.path.lexists(given):
+        raise BadInput(msg("out_exists", None, path=shown))
+    absolute = Path(os.path.abspath(given))
+    target = absolute.parent.resolve() / absolute.name
+    for root in SYSTEM_ROOTS:
+        if target.is_relative_to(root) or absolute.is_relative_to(root):
+            raise BadInput(msg("out_in_system", None, path=shown, root=root))
+    for what, folder in (protected or {}).items():
+        base = folder.resolve()
+        if target.is_relative_to(base):
+            raise BadInput(msg("out_in_run", None, path=shown, what=what, base=one_line(base)))
+    return target
+
+
+def make_new_folder(target: Path) -> None:
+    """Create ``target`` (its parents as needed) the way ``O_EXCL`` creates a file: ``os.mkdir`` fails if
+    anything, a symlink included, took the name meanwhile; the link is never followed."""
+    shown = one_line(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BadInput(msg("out_parent_missing", None, path=shown, parent=one_line(target.parent), detail=err.strerror or err)) from None
+    try:
+        os.mkdir(target)
+    except FileExistsError:
+        raise BadInput(msg("out_exists", None, path=shown)) from None
+    except OSError as err:
+        raise BadInput(msg("out_parent_missing", None, path=shown, parent=one_line(target.parent), detail=err.strerror or err)) from None
