@@ -253,7 +253,7 @@ def read_deepspeed(value: Any, base_dir: Path | None, *, config_path: str) -> di
         stage, opt, par = _from_deepspeed_json(inline)
         return _ds_result("<inline>", None, True, stage, opt, par)
     for candidate in _deepspeed_candidates(text, base_dir):
-        if candidate.is_file():
+        if _present(candidate):  # a FIFO, a folder or a dangling link there is refused, not skipped
             body = read_config_text(candidate, what="DeepSpeed config")
             ds = inputs.load_json(body, path=f"DeepSpeed config {inputs.one_line(candidate)}")
             if not isinstance(ds, dict):
@@ -262,6 +262,14 @@ def read_deepspeed(value: Any, base_dir: Path | None, *, config_path: str) -> di
             return _ds_result(text, str(candidate.resolve()), True, stage, opt, par)
     stage, opt, par = deepspeed_from_name(text)
     return _ds_result(text, None, False, stage, opt, par)
+
+
+def _present(path: Path) -> bool:
+    """Something is at ``path`` (a link counts, even dangling); a name too long to exist is not there."""
+    try:
+        return os.path.lexists(path) and not path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def _ds_result(

@@ -160,7 +160,7 @@ def token_lengths(
         raise BadInput(msg("len_no_dataset", None, path=config.path))
     model_dir = local_model_dir(config)
     dataset_dir = _dataset_dir(config)
-    if dataset_dir.upper() != "ONLINE":
+    if dataset_dir.upper() != "ONLINE":  # before anything reads the files the names point to
         dataset_files_inside(Path(dataset_dir), [*config.dataset, *config.eval_dataset])
     try:
         from llamafactory.data.data_utils import split_dataset
