@@ -252,6 +252,8 @@ def read_deepspeed(value: Any, base_dir: Path | None, *, config_path: str) -> di
             raise BadInput(msg("deepspeed_malformed", None, path=inputs.one_line(config_path), detail="not a JSON object"))
         stage, opt, par = _from_deepspeed_json(inline)
         return _ds_result("<inline>", None, True, stage, opt, par)
+    if not _could_be_a_path(text):
+        raise BadInput(msg("deepspeed_malformed", None, path=inputs.one_line(config_path), detail="deepspeed is neither a JSON object nor a file name"))
     for candidate in _deepspeed_candidates(text, base_dir):
         if _present(candidate):  # a FIFO, a folder or a dangling link there is refused, not skipped
             body = read_config_text(candidate, what="DeepSpeed config")
@@ -262,6 +264,12 @@ def read_deepspeed(value: Any, base_dir: Path | None, *, config_path: str) -> di
             return _ds_result(text, str(candidate.resolve()), True, stage, opt, par)
     stage, opt, par = deepspeed_from_name(text)
     return _ds_result(text, None, False, stage, opt, par)
+
+
+def _could_be_a_path(text: str) -> bool:
+    """A value a file system could hold as a path: no NUL, at most 4,096 bytes, each part at most 255."""
+    raw = os.fsencode(text)
+    return b"\x00" not in raw and len(raw) <= 4096 and all(len(part) <= 255 for part in raw.split(b"/"))
 
 
 def _present(path: Path) -> bool:

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -273,7 +274,7 @@ def dataset_files_inside(dataset_dir: Path, names: Sequence[str]) -> dict[str, P
     from oomdoctor import inputs
 
     info_path = dataset_dir / "dataset_info.json"
-    if not info_path.exists():
+    if not os.path.lexists(info_path):  # a dangling link is there, and refused below
         return {}
     info = inputs.read_json_object(info_path, what="dataset_info.json")
     base = dataset_dir.resolve()

@@ -279,7 +279,18 @@ def _review_warnings(review: ConfigReview) -> list[LocalText]:
 
 def compare_configs(old: str | os.PathLike[str], new: str | os.PathLike[str]) -> ConfigReview:
     """``oomdoctor compare OLD.yaml NEW.yaml``: each changed field with its memory effect and risks."""
-    return review_mappings(_load_mapping(old), _load_mapping(new), old=str(old), new=str(new))
+    return review_mappings(_checked_mapping(old), _checked_mapping(new), old=str(old), new=str(new))
+
+
+def _checked_mapping(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The config as a mapping, after the config reader has accepted every value in it (a batch size of
+    "four" or 10**30 is refused here as it would be by diagnose and by LLaMA-Factory)."""
+    from oomdoctor.facts.config import config_from_mapping
+
+    raw = _load_mapping(path)
+    p = Path(path).expanduser()
+    config_from_mapping(raw, path=str(p), base_dir=p.resolve().parent)
+    return raw
 
 
 # --- Trials -----------------------------------------------------------------------------------------------------

@@ -323,6 +323,14 @@ class _LogStreamer:
         self._log.flush()
 
 
+_POLL_BYTES = 16 << 20  # what one poll of trainer_log.jsonl reads at most
+
+
+def _small_number(value: Any) -> bool:
+    """A number ``float()`` takes without overflow and a log value can sensibly be (a loss, GiB)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e12
+
+
 class _ProgressWatcher:
     """Follows ``trainer_log.jsonl`` as LLaMA-Factory appends to it (whole lines only)."""
 
@@ -340,19 +348,21 @@ class _ProgressWatcher:
     def poll(self) -> bool:
         """Read what was appended; True when the completed step count moved."""
         try:
-            with self.path.open("rb") as f:
+            with inputs.open_regular(self.path, what="trainer_log.jsonl", max_bytes=1 << 40) as f:
                 f.seek(self._offset)
-                data = f.read()
-        except OSError:
+                data = f.read(_POLL_BYTES)  # bounded per poll; the rest is read on the next ones
+        except (OSError, BadInput):
             return False
         self._offset += len(data)
         data = self._partial + data
         *lines, self._partial = data.split(b"\n")
+        if len(self._partial) > _POLL_BYTES:
+            self._partial = b""  # a "line" that never ends is no log entry
         before = self.steps_done
         for line in lines:
             try:
-                entry = json.loads(line)
-            except ValueError:
+                entry = inputs.load_json(line.decode("utf-8", "replace"), path=str(self.path))
+            except BadInput:
                 continue
             if isinstance(entry, dict):
                 self._take(entry)
@@ -363,13 +373,13 @@ class _ProgressWatcher:
             self.total_steps = entry["total_steps"]
         if isinstance(entry.get("current_steps"), int) and ("loss" in entry or "eval_loss" in entry):
             self.steps_done = max(self.steps_done, entry["current_steps"])
-        if isinstance(entry.get("loss"), int | float):
+        if _small_number(entry.get("loss")):
             self.loss = float(entry["loss"])
-        if isinstance(entry.get("eval_loss"), int | float):
+        if _small_number(entry.get("eval_loss")):
             self.eval_loss = float(entry["eval_loss"])
         for key in ("vram_allocated", "vram_reserved"):
             value = entry.get(key)
-            if isinstance(value, int | float):
+            if _small_number(value):
                 attr = f"{key}_gib"
                 current = getattr(self, attr)
                 value = float(value) + 0.0  # -0.0 (seen on CPU) reads as 0.0
