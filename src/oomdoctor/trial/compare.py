@@ -28,6 +28,7 @@ import yaml
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import Lang, both, msg, pick
+from oomdoctor.trial.folder import TrialFolder
 
 _EFFECTS_FILE = Path(__file__).with_name("field_effects.yaml")
 MEMORY_EFFECTS = ("less", "more", "none", "depends", "unknown")
@@ -424,7 +425,7 @@ TRIAL_KEYS = ("output_dir", "logging_steps", "save_steps", "eval_steps", "report
 
 
 def _peak_from_samples(folder: Path) -> tuple[float | None, str | None]:
-    path = folder / "gpu-samples.csv"
+    path = TrialFolder(folder).samples
     try:
         with path.open(newline="", encoding="utf-8") as f:
             values = [(float(r["memory_used_mib"]), r["gpu"]) for r in csv.DictReader(f)]
@@ -444,7 +445,8 @@ def _read_json_object(path: Path) -> dict[str, Any] | None:
 
 
 def _read_trial(folder: Path) -> tuple[TrialRow, dict[str, Any] | None]:
-    result_path = folder / "result.json"
+    files = TrialFolder(folder)
+    result_path = files.result
     if not folder.is_dir():
         raise BadInput(msg("cmp_not_a_trial", None, path=folder))
     try:
@@ -455,10 +457,10 @@ def _read_trial(folder: Path) -> tuple[TrialRow, dict[str, Any] | None]:
         raise BadInput(msg("cmp_bad_result", None, path=result_path, detail=err)) from None
     if not isinstance(result, dict):
         raise BadInput(msg("cmp_bad_result", None, path=result_path, detail="not an object"))
-    change = _read_json_object(folder / "change.json")
+    change = _read_json_object(files.change)
     config = None
     with contextlib.suppress(OSError, yaml.YAMLError):
-        config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+        config = yaml.safe_load(files.config.read_text(encoding="utf-8"))
     peak, source = result.get("peak_memory_mib"), result.get("peak_source")
     if peak is None:
         peak, source = _peak_from_samples(folder)
@@ -516,7 +518,7 @@ def distinct_names(folders: list[Path]) -> list[str]:
     for i, mine in enumerate(parts):
         others = [p for j, p in enumerate(parts) if j != i]
         # a trial inside a patch folder is named with the change it tried: "01-halve-batch/run"
-        depth = 2 if (Path(folders[i]).absolute().parent / "change.json").is_file() else 1
+        depth = 2 if TrialFolder(Path(folders[i]).absolute().parent).change.is_file() else 1
         while depth < len(mine) and any(tail(o, depth) == tail(mine, depth) for o in others):
             depth += 1
         names.append(tail(mine, depth) if depth < len(mine) else os.path.abspath(folders[i]))

@@ -35,11 +35,10 @@ from oomdoctor.errors import BadInput
 from oomdoctor.facts.gpu import GpuSource, NvmlSource, read_gpu
 from oomdoctor.facts.types import ConfigFacts, GpuFacts
 from oomdoctor.i18n import msg
+from oomdoctor.trial.folder import CHANGE, TrialFolder
 from oomdoctor.trial.sampler import ProcessTreeRss, Sampler, SampleSnapshot
 
 DEFAULT_LAUNCHER = "llamafactory-cli train"
-TRIAL_OUTPUT = "output"  # output_dir of the trial, inside the trial folder
-TRAINER_LOG = "trainer_log.jsonl"  # LLaMA-Factory's per-log-step record in output_dir
 GRACE_S = 10.0  # SIGTERM -> SIGKILL
 RESULT_SCHEMA = 1
 
@@ -89,7 +88,7 @@ class TrialResult:
 
     @property
     def result_path(self) -> Path:
-        return self.folder / "result.json"
+        return TrialFolder(self.folder).result
 
 
 # --- Launcher ------------------------------------------------------------------------------------------------
@@ -502,7 +501,7 @@ def run_trial(
     folder = Path(out_dir).expanduser()
     if folder.exists():
         raise BadInput(msg("out_exists", None, path=folder))
-    change_file = config_file.resolve().parent / "change.json"
+    change_file = config_file.resolve().parent / CHANGE
     change = _read_json(change_file) if change_file.is_file() else {}
     run_dir = Path(cwd).expanduser().resolve() if cwd is not None else _run_dir_for(config)
     launcher_env, command = parse_launcher(launcher)
@@ -515,15 +514,16 @@ def run_trial(
         raise BadInput(msg("launcher_not_found", None, program=command[0]))
 
     folder = folder.resolve()  # resolve(strict=False): the folder does not exist yet
-    output_dir = folder / TRIAL_OUTPUT
-    trial_config = folder / "config.yaml"
+    files = TrialFolder(folder)
+    output_dir = files.output_dir
+    trial_config = files.config
     text, overrides = trial_config_text(
         config_file, trial_overrides(config, steps=steps, output_dir=output_dir)
     )
     folder.mkdir(parents=True)
     trial_config.write_text(text, encoding="utf-8")
     if change_file.is_file():
-        shutil.copyfile(change_file, folder / "change.json")
+        shutil.copyfile(change_file, files.change)
     argv = [program, *command[1:], str(trial_config)]
 
     source = NvmlSource() if source is None else source
@@ -533,7 +533,7 @@ def run_trial(
         listing = ", ".join(f"GPU {p['gpu']} pid {p['pid']} ({p['used_mib'] or 0:,.0f} MiB)" for p in others)
         on_line("[oomdoctor] " + msg("trial_other_processes", None, listing=listing))
 
-    log_path = folder / "train.log"
+    log_path = files.log
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -547,11 +547,11 @@ def run_trial(
     )
     streamer = _LogStreamer(proc.stdout, log_path, on_line)
     streamer.start()
-    sampler = Sampler(source, pid=proc.pid, interval_s=interval_s, csv_path=folder / "gpu-samples.csv",
+    sampler = Sampler(source, pid=proc.pid, interval_s=interval_s, csv_path=files.samples,
                       on_sample=on_sample)  # fmt: skip
     tree = sampler.tree if sampler.tree is not None else ProcessTreeRss(proc.pid)
     sampler.start()
-    progress = _ProgressWatcher(output_dir / TRAINER_LOG)
+    progress = _ProgressWatcher(files.trainer_log)
 
     def report_progress() -> None:
         if progress.poll() and on_progress is not None:
@@ -618,7 +618,7 @@ def run_trial(
         started_at=started_at,
         timeout_s=timeout_s,
     )
-    (folder / "result.json").write_text(
+    files.result.write_text(
         json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     if interrupted:
@@ -652,7 +652,8 @@ def _result_record(
 ) -> dict[str, Any]:
     from oomdoctor.facts.types import LogFacts
 
-    log_path = folder / "train.log"
+    files = TrialFolder(folder)
+    log_path = files.log
     log_error = None
     try:
         from oomdoctor.facts.log import read_log
@@ -675,7 +676,7 @@ def _result_record(
     if oom:
         cause, diagnosis_error = _diagnosed_cause(trial_config, log_path, source)
 
-    output_dir = folder / TRIAL_OUTPUT
+    output_dir = files.output_dir
     train_results = _read_json(output_dir / "train_results.json")
     eval_results = _read_json(output_dir / "eval_results.json")
     steps_done = progress.steps_done or log.good_steps or 0
@@ -683,10 +684,7 @@ def _result_record(
     if eval_loss is None:
         eval_loss = eval_results.get("eval_loss", log.eval_loss)
     runtime = train_results.get("train_runtime", log.train_runtime_s)
-    checkpoints = sorted(
-        (p.name for p in output_dir.glob("checkpoint-*") if p.is_dir()),
-        key=lambda n: int(n.rsplit("-", 1)[-1]) if n.rsplit("-", 1)[-1].isdigit() else 0,
-    )
+    checkpoints = files.checkpoints()
     peaks = sampler.peaks_mib
     outcome = _outcome(exit_code=exit_code, timed_out=timed_out, stopped=stopped, oom=oom)
     record: dict[str, Any] = {
