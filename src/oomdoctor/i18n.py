@@ -674,6 +674,33 @@ MESSAGES: dict[str, dict[str, str]] = {
     # (end of diag)
 
     # --- messages added by the probe work (keep each group together) ---
+    "probe_no_info": {"en": "a probe needs the dataset's dataset_info.json: {path} ({detail})", "zh": "探测试跑需要数据集的 dataset_info.json:{path}({detail})"},
+    "probe_remote_data": {"en": "a probe copies local data only: dataset {name} is on a hub (download it and list it with file_name)", "zh": "探测试跑只能复制本地数据:数据集 {name} 来自在线仓库(请先下载,并在 dataset_info.json 中用 file_name 指向它)"},
+    "probe_unknown_dataset": {"en": "dataset {name} has no local file in dataset_info.json", "zh": "dataset_info.json 中数据集 {name} 没有本地文件"},
+    "probe_how_sorted": {"en": "Training rows sorted by real token count, longest first, shuffling off (disable_shuffling): the first micro-batch holds the {batch} longest samples, {longest} tokens padded to {padded} ({tokens} tokens in the batch), the largest padded batch the run can build.", "zh": "训练样本按实际 token 数从长到短排序并关闭打乱(disable_shuffling):第一个 micro-batch 就是最长的 {batch} 条样本,最长 {longest} token、补齐到 {padded}(整批 {tokens} token),即整个训练中可能出现的最大补齐批次。"},
+    "probe_how_cut": {"en": "The longest sample ({longest} tokens) is cut to cutoff_len {cutoff}, as in the run.", "zh": "最长样本({longest} token)会像正式训练一样被截断到 cutoff_len {cutoff}。"},
+    "probe_how_group_by_length": {"en": "group_by_length is on: its sampler also puts the group holding the longest sample first; the probe's first batch is the {batch} longest, padded the same way.", "zh": "已开启 group_by_length:它的采样器同样把含最长样本的一组放在最前;探测的第一批是最长的 {batch} 条,补齐方式相同。"},
+    "probe_how_packing": {"en": "packing is on: samples are packed into sequences of up to cutoff_len {cutoff}, so every batch is about {batch} x {cutoff} tokens whatever the order; the first is as big as any.", "zh": "已开启 packing:样本被拼接成不超过 cutoff_len {cutoff} 的序列,无论顺序如何每批约 {batch} x {cutoff} token;第一批与任何一批一样大。"},
+    "probe_how_neat_packing": {"en": "neat_packing is on: samples are packed into sequences of up to cutoff_len {cutoff} with each sample's own attention, so every batch is about {batch} x {cutoff} tokens; the first is as big as any.", "zh": "已开启 neat_packing:样本被拼接成不超过 cutoff_len {cutoff} 的序列且各自保持独立注意力,每批约 {batch} x {cutoff} token;第一批与任何一批一样大。"},
+    "probe_how_world": {"en": "With {gpus} GPUs each GPU's first micro-batch comes from the {rows} longest rows.", "zh": "共 {gpus} 张卡:每张卡的第一个 micro-batch 都来自最长的 {rows} 条样本。"},
+    "probe_how_no_eval": {"en": "The config does not validate: there is no validation milestone.", "zh": "该配置不做验证:没有验证这一关。"},
+    "probe_how_eval": {"en": "Validation: the {batch} longest samples of {source} ({longest} tokens, padded to {padded}) in one batch of per_device_eval_batch_size {batch}.", "zh": "验证:取 {source} 中最长的 {batch} 条样本({longest} token,补齐到 {padded}),按 per_device_eval_batch_size {batch} 组成一批。"},
+    "probe_how_val_size": {"en": "val_size {val_size} draws validation rows at random from the training data; the probe validates on the {batch} longest training rows instead (a split could draw them).", "zh": "val_size {val_size} 会从训练数据中随机抽取验证样本;探测改用最长的 {batch} 条训练样本验证(随机划分可能抽到它们)。"},
+    "probe_how_max_samples": {"en": "max_samples {max_samples} is applied when choosing the rows (the first rows of each dataset, as LLaMA-Factory takes them).", "zh": "选取样本时已按 max_samples {max_samples} 截取(与 LLaMA-Factory 一样取每个数据集的前若干条)。"},
+    "probe_starting": {"en": "Probe trial into {out}: measuring token lengths, then the longest batches first (time limit {timeout:.0f} s)", "zh": "探测试跑,目录 {out}:先统计 token 长度,再让最长的批次最先出现(时间上限 {timeout:.0f} 秒)"},
+    "probe_milestones": {"en": "Milestones:", "zh": "关卡:"},
+    "probe_milestone_passed": {"en": "  passed  {name} (step {step}): peak {peak} MiB", "zh": "  通过    {name}(第 {step} 步):峰值 {peak} MiB"},
+    "probe_milestone_failed": {"en": "  FAILED  {name}: peak {peak} MiB", "zh": "  未通过  {name}:峰值 {peak} MiB"},
+    "probe_milestone_unreached": {"en": "  -       {name}: not reached", "zh": "  -       {name}:未到达"},
+    "probe_milestone_na": {"en": "  n/a     {name}: the config does not do this", "zh": "  不适用  {name}:该配置不会执行这一步"},
+    "probe_all_passed": {"en": "The probe passed every milestone: the run's known worst moments fit.", "zh": "探测通过了所有关卡:整个训练已知的最坏时刻都放得下。"},
+    "probe_not_passed": {"en": "The probe did not pass every milestone: the full run would fail where it stopped.", "zh": "探测没有通过所有关卡:完整训练会在它停下的地方失败。"},
+    "milestone_load": {"en": "load", "zh": "加载"},
+    "milestone_longest_batch": {"en": "longest micro-batch forward/backward", "zh": "最长 micro-batch 前向/反向"},
+    "milestone_optimizer_step": {"en": "first optimizer update", "zh": "第一次优化器更新"},
+    "milestone_eval": {"en": "validation on the longest eval batch", "zh": "最长验证批次的验证"},
+    "milestone_save": {"en": "checkpoint save", "zh": "保存检查点"},
+    "cmp_milestones": {"en": "Probe milestones (peak MiB; - not reached, x failed):", "zh": "探测关卡(峰值 MiB;- 未到达,x 未通过):"},
     # (end of probe)
 
     # --- messages added by the watch work (keep each group together) ---

@@ -454,6 +454,14 @@ def _run_dir_for(config: ConfigFacts) -> Path:
     return found if found is not None else Path.cwd()
 
 
+def _plan_probe(config: ConfigFacts, files: TrialFolder, *, steps: int, cwd: Path, lengths: Any) -> Any:
+    from oomdoctor.trial.probe import ProbeRun, plan_probe
+
+    plan = plan_probe(config, files.probe_data, steps=steps, cwd=cwd, lengths=lengths)
+    saves = str(config.raw.get("save_strategy", "steps")).lower() != "no"
+    return ProbeRun(plan, evaluates=config.do_eval, saves=saves)
+
+
 def _outcome(*, exit_code: int | None, timed_out: bool, stopped: bool, oom: bool) -> str:
     if timed_out:
         return "timed_out"
@@ -482,6 +490,8 @@ def run_trial(
     on_progress: Callable[[TrialProgress], None] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     grace_s: float = GRACE_S,
+    probe: bool = False,
+    probe_lengths: Any = None,
 ) -> TrialResult:
     """Run ``launcher <out_dir>/config.yaml`` for ``steps`` steps and write the trial folder.
 
@@ -489,6 +499,10 @@ def run_trial(
     are not positive or the launcher's program cannot be found. Otherwise the trial always ends with a
     ``result.json``, whatever the training did. The launcher runs in ``cwd`` (default: the current folder),
     where relative paths in the config (``dataset_dir``, the model) are resolved, as when the user runs it.
+
+    ``probe=True`` makes it a probe trial (``trial/probe.py``): a derived dataset in the folder puts the
+    longest samples first and ``result.json`` gets ``milestones``. ``probe_lengths`` replaces the token counter
+    (LLaMA-Factory's template) in tests.
     """
     from oomdoctor.facts.config import read_config
 
@@ -517,10 +531,15 @@ def run_trial(
     files = TrialFolder(folder)
     output_dir = files.output_dir
     trial_config = files.config
-    text, overrides = trial_config_text(
-        config_file, trial_overrides(config, steps=steps, output_dir=output_dir)
-    )
+    keys = trial_overrides(config, steps=steps, output_dir=output_dir)
+    probe_run = _plan_probe(config, files, steps=steps, cwd=run_dir, lengths=probe_lengths) if probe else None
+    if probe_run is not None:
+        keys.update(probe_run.plan.changes)
+    text, overrides = trial_config_text(config_file, keys)
     folder.mkdir(parents=True)
+    if probe_run is not None:
+        probe_run.plan.write()
+        on_line = probe_run.line_hook(on_line)
     trial_config.write_text(text, encoding="utf-8")
     if change_file.is_file():
         shutil.copyfile(change_file, files.change)
@@ -552,9 +571,15 @@ def run_trial(
     tree = sampler.tree if sampler.tree is not None else ProcessTreeRss(proc.pid)
     sampler.start()
     progress = _ProgressWatcher(files.trainer_log)
+    if probe_run is not None:
+        probe_run.start(started, lambda: [p.pid for p in tree.alive()])
 
     def report_progress() -> None:
-        if progress.poll() and on_progress is not None:
+        moved = progress.poll()
+        if probe_run is not None:
+            probe_run.poll(steps_done=progress.steps_done, eval_loss=progress.eval_loss,
+                           checkpoints=files.checkpoints())  # fmt: skip
+        if moved and on_progress is not None:
             on_progress(
                 TrialProgress(
                     progress.steps_done,
@@ -618,6 +643,10 @@ def run_trial(
         started_at=started_at,
         timeout_s=timeout_s,
     )
+    if probe_run is not None:
+        failed = record["phase"] if not record["ok"] else None
+        record.update(probe_run.record(samples_csv=files.samples, trainer_log=files.trainer_log,
+                                       failed_phase=failed, end_s=wall_s))  # fmt: skip
     files.result.write_text(
         json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
