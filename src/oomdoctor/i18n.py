@@ -700,6 +700,11 @@ MESSAGES: dict[str, dict[str, str]] = {
     "milestone_optimizer_step": {"en": "first optimizer update", "zh": "第一次优化器更新"},
     "milestone_eval": {"en": "validation on the longest eval batch", "zh": "最长验证批次的验证"},
     "milestone_save": {"en": "checkpoint save", "zh": "保存检查点"},
+    "milestone_short_load": {"en": "load", "zh": "加载"},
+    "milestone_short_longest_batch": {"en": "longest batch", "zh": "最长批次"},
+    "milestone_short_optimizer_step": {"en": "1st update", "zh": "首次更新"},
+    "milestone_short_eval": {"en": "eval", "zh": "验证"},
+    "milestone_short_save": {"en": "save", "zh": "保存"},
     "cmp_milestones": {"en": "Probe milestones (peak MiB; - not reached, x failed):", "zh": "探测关卡(峰值 MiB;- 未到达,x 未通过):"},
     # (end of probe)
 

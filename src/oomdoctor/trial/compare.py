@@ -308,6 +308,7 @@ class TrialRow:
     change: dict[str, Any] | None = None  # change.json: rule, title, changes
     config_changes: list[FieldChange] = field(default_factory=list)  # vs the first trial's config.yaml
     facts: dict[str, Any] = field(default_factory=dict)  # comparability facts from result.json
+    milestones: list[dict[str, Any]] = field(default_factory=list)  # a probe's milestones (result.json)
 
     @property
     def peak_gib(self) -> float | None:
@@ -359,10 +360,33 @@ class Comparison:
             lines += ["", msg("cmp_what_changed", lang)]
             for row in changed:
                 lines.append(f"  {row.name} vs {self.rows[0].name}: " + _change_summary(row, lang))
+        lines += _milestone_table(self.rows, lang)
         if self.warnings:
             lines += ["", msg("cmp_warnings", lang)]
             lines += [f"  ! {pick(w, lang)}" for w in self.warnings]
         return "\n".join(lines)
+
+
+def _milestone_cell(mark: dict[str, Any] | None) -> str:
+    if mark is None or mark.get("passed") is None:
+        return "n/a"
+    if mark.get("passed"):
+        return _mib(mark.get("peak_mib"))
+    return f"x {_mib(mark.get('peak_mib'))}" if mark.get("reached") else "-"
+
+
+def _milestone_table(rows: list[TrialRow], lang: Lang) -> list[str]:
+    """The probes' milestones side by side: the peak up to each one passed."""
+    probes = [r for r in rows if r.milestones]
+    if not probes:
+        return []
+    names = [m["name"] for m in probes[0].milestones]
+    headers = [msg("cmp_h_trial", lang), *(msg(f"milestone_short_{n}", lang) for n in names)]
+    table = []
+    for row in probes:
+        marks = {m.get("name"): m for m in row.milestones}
+        table.append([row.name, *(_milestone_cell(marks.get(n)) for n in names)])
+    return ["", msg("cmp_milestones", lang), *_table(headers, table)]
 
 
 def _delta_fields(row: TrialRow) -> dict[str, str]:
@@ -480,6 +504,7 @@ def _read_trial(folder: Path) -> tuple[TrialRow, dict[str, Any] | None]:
         alloc_warnings=max(int(result.get("alloc_retries") or 0), len(warnings)),
         checkpoints=list(result.get("checkpoints") or []),
         change={k: change.get(k) for k in ("rule", "title", "changes", "parent")} if change else None,
+        milestones=[m for m in result.get("milestones") or [] if isinstance(m, dict) and "name" in m],
         facts={
             k: result.get(k)
             for k in (

@@ -321,7 +321,7 @@ def _write_rows(dataset_dir: Path, entry: Mapping[str, Any], rows: Sequence[int]
     try:
         with tempfile.TemporaryDirectory(prefix="oomdoctor-probe-") as scratch:
             source = datasets.load_dataset(kind, data_files=files, split=str(entry.get("split") or "train"),
-                                           cache_dir=scratch)  # fmt: skip
+                                           cache_dir=scratch, keep_in_memory=True)  # fmt: skip
     finally:
         if bars_on:
             datasets.enable_progress_bars()
