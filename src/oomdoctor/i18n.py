@@ -706,6 +706,13 @@ MESSAGES: dict[str, dict[str, str]] = {
     "milestone_short_eval": {"en": "eval", "zh": "验证"},
     "milestone_short_save": {"en": "save", "zh": "保存"},
     "cmp_milestones": {"en": "Probe milestones (peak MiB; - not reached, x failed):", "zh": "探测关卡(峰值 MiB;- 未到达,x 未通过):"},
+    "cal_headline": {"en": "calibrated by trial {trial}: predicted {predicted:.2f} GiB, measured {measured:.2f} GiB ({kind})", "zh": "已按试跑 {trial} 校准:预测 {predicted:.2f} GiB,实测 {measured:.2f} GiB({kind})"},
+    "cal_headline_no_points": {"en": "calibrated by trial {trial}", "zh": "已按试跑 {trial} 校准"},
+    "cal_no_points": {"en": "trial {trial} measured no usable peak (no milestone passed, or no samples): nothing to calibrate from", "zh": "试跑 {trial} 没有可用的峰值测量(没有通过任何关卡,或没有采样):无法校准"},
+    "cal_cache_unwritable": {"en": "cannot write the calibration cache {path}: {detail}", "zh": "无法写入校准缓存 {path}:{detail}"},
+    "cal_written": {"en": "Calibrated from this probe ({fitted}): {constants}; saved to {path}", "zh": "已根据本次探测校准({fitted}):{constants};已保存到 {path}"},
+    "cal_point": {"en": "  {phase:<5} {kind:<10} measured {measured:>9,.0f} MiB  model {before:>9,.0f}  calibrated {after:>9,.0f}", "zh": "  {phase:<5} {kind:<10} 实测 {measured:>9,.0f} MiB  模型 {before:>9,.0f}  校准后 {after:>9,.0f}"},
+    "est_calibrated": {"en": "Calibrated: {text} (constants from calibration: {names})", "zh": "已校准:{text}(来自校准的常数:{names})"},
     # (end of probe)
 
     # --- messages added by the watch work (keep each group together) ---

@@ -514,6 +514,12 @@ class ProbeRun:
         if self.clock is not None:
             self.clock.poll(steps_done=steps_done, eval_loss=eval_loss, checkpoints=checkpoints)
 
+    @staticmethod
+    def calibrates(record: Mapping[str, Any]) -> bool:
+        """A probe calibrates the estimate once its longest batch has passed: a failed one is capped by the
+        memory it ran out of and would only give a lower bound."""
+        return any(m.get("name") == "longest_batch" and m.get("passed") for m in record.get("milestones") or [])
+
     def record(self, *, samples_csv: Path, trainer_log: Path, failed_phase: str | None, end_s: float) -> dict[str, Any]:
         """The keys a probe adds to result.json: ``probe`` (the plan), ``milestones``, ``probe_passed``."""
         seen = self.clock.seen if self.clock is not None else {}

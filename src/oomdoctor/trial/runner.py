@@ -462,6 +462,18 @@ def _plan_probe(config: ConfigFacts, files: TrialFolder, *, steps: int, cwd: Pat
     return ProbeRun(plan, evaluates=config.do_eval, saves=saves)
 
 
+def _calibrate(files: TrialFolder) -> dict[str, Any]:
+    """Fit the memory model's stack constants to the probe (calibration.json + the user cache); a failure to
+    calibrate never loses the trial's result."""
+    try:
+        from oomdoctor.estimate.calibrate import calibrate_trial
+
+        calibration = calibrate_trial(files.path)
+    except Exception as err:  # the model cannot be read, nothing measured: the trial still stands
+        return {"calibration_error": f"{type(err).__name__}: {err}"}
+    return {"calibration": {**calibration.describe(), "file": str(files.calibration)}}
+
+
 def _outcome(*, exit_code: int | None, timed_out: bool, stopped: bool, oom: bool) -> str:
     if timed_out:
         return "timed_out"
@@ -650,6 +662,9 @@ def run_trial(
     files.result.write_text(
         json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
+    if probe_run is not None and probe_run.calibrates(record):
+        record.update(_calibrate(files))
+        files.result.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if interrupted:
         raise KeyboardInterrupt
     return TrialResult(folder=folder, record=record, other_gpu_processes=others)
