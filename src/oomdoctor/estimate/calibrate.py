@@ -2,7 +2,8 @@
 
 The estimate's byte counts come from reading the code (``memory_model.yaml``); three numbers depend on the
 stack it runs on and are only known from a measurement: the per-token activation factor (``activation_scale``:
-how many times the modelled activations and logits the run really keeps), the allocator reserve
+how many times the modelled activations and logits the run really keeps; ``eval_activation_scale`` the same
+for the eval batch's forward-only working set, a different code path), the allocator reserve
 (``reserve_factor``: reserved / allocated, PyTorch's caching allocator; 1 for a CPU's RSS) and the CUDA context
 (``context_mib``: what the card shows beyond PyTorch's reserve; on a CPU the process's resident baseline:
 interpreter, libraries, dataset). Each phase peak is modelled as ``static + activation_scale x per_token``
@@ -32,7 +33,7 @@ from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
 from oomdoctor.i18n import both, msg
 
 SCHEMA = 1
-CONSTANTS = ("activation_scale", "reserve_factor", "context_mib")
+CONSTANTS = ("activation_scale", "eval_activation_scale", "reserve_factor", "context_mib")
 LIBRARIES = ("torch", "transformers", "peft", "llamafactory")
 HOST_CARD = "host"  # the setting's card when the trial ran without an NVIDIA GPU (memory is the RSS)
 NEW_PEAK = 1.01  # a later milestone counts as its own point only when it raised the peak by more than 1 %
@@ -70,6 +71,7 @@ class Calibration:
         """``memory_model.yaml``'s constants with the calibrated ones in place."""
         k = dict(base)
         k["activation_scale"] = self.constants["activation_scale"]
+        k["eval_activation_scale"] = self.constants["eval_activation_scale"]
         if "reserve_factor" in self.fitted:
             r = self.constants["reserve_factor"]
             k["fixed_shape_reserve"] = [r, max(r, float(base["fixed_shape_reserve"][1]))]
@@ -77,11 +79,6 @@ class Calibration:
             c = self.constants["context_mib"]
             k["cuda_context_mib"] = [c, c]
         return k
-
-    def predict_mib(self, phase_static: float, phase_per_token: float) -> float:
-        """What the card (or the RSS) shows for an allocated peak of ``static + scale x per_token``."""
-        allocated = phase_static + self.constants["activation_scale"] * phase_per_token
-        return allocated * self.constants["reserve_factor"] + self.constants["context_mib"]
 
     def headline(self) -> dict[str, str]:
         """``calibrated by trial X: predicted 8.2 GiB, measured 7.9 GiB`` for the largest point."""
@@ -108,7 +105,7 @@ class Calibration:
     def from_json(cls, data: Mapping[str, Any]) -> Calibration:
         return cls(
             setting=dict(data["setting"]),
-            constants={k: float(data["constants"][k]) for k in CONSTANTS},
+            constants={k: float(data["constants"].get(k, data["constants"]["activation_scale"])) for k in CONSTANTS},
             fitted=[str(k) for k in data.get("fitted", [])],
             trial=data.get("trial"),
             source=data.get("source"),
@@ -204,7 +201,7 @@ class _Scale:
         self.scale = scale
 
     def memory_model(self, base: Mapping[str, Any]) -> dict[str, Any]:
-        return {**base, "activation_scale": self.scale}
+        return {**base, "activation_scale": self.scale, "eval_activation_scale": self.scale}
 
     def describe(self) -> None:
         return None
@@ -250,9 +247,7 @@ def fit(points: Sequence[Point], defaults: Mapping[str, float]) -> tuple[dict[st
     smi = by_kind.get("nvidia-smi", [])
     rss = by_kind.get("rss", [])
     if allocated:
-        scale = _least_squares_scale(allocated, 0.0, 1.0)
-        if scale is not None:
-            constants["activation_scale"], fitted = scale, [*fitted, "activation_scale"]
+        fitted += _fit_scales(allocated, constants, 0.0, 1.0)
         if reserved:
             top_alloc = max(p.measured_mib for p in allocated)
             constants["reserve_factor"] = max(p.measured_mib for p in reserved) / top_alloc
@@ -266,21 +261,36 @@ def fit(points: Sequence[Point], defaults: Mapping[str, float]) -> tuple[dict[st
         if load:
             constants["context_mib"] = max(0.0, load[0].measured_mib - load[0].static_mib)
             fitted.append("context_mib")
-        scale = _least_squares_scale(_new_peaks([p for p in rss if p.phase != "load"]), constants["context_mib"], 1.0)
-        if scale is not None:
-            constants["activation_scale"], fitted = scale, [*fitted, "activation_scale"]
+        fitted += _fit_scales(_new_peaks([p for p in rss if p.phase != "load"]), constants, constants["context_mib"], 1.0)
     if not allocated and not rss and (reserved or smi):
         offset = constants["context_mib"] if smi and not reserved else 0.0
-        scale = _least_squares_scale(_new_peaks(reserved or smi), offset, 1.0)
-        if scale is not None:
-            constants["activation_scale"], constants["reserve_factor"] = scale, 1.0
-            fitted += ["activation_scale", "reserve_factor"]
+        constants["reserve_factor"] = 1.0
+        scales = _fit_scales(_new_peaks(reserved or smi), constants, offset, 1.0)
+        fitted += [*scales, "reserve_factor"] if scales else []
     return constants, sorted(set(fitted), key=CONSTANTS.index)
+
+
+def _fit_scales(points: Sequence[Point], constants: dict[str, float], offset: float, reserve: float) -> list[str]:
+    """Fit the training factor on the training points and the eval factor on the eval points (the eval one
+    follows the training one when no eval point raised the peak). Returns the names fitted."""
+    fitted: list[str] = []
+    train = _least_squares_scale([p for p in points if p.phase != "eval"], offset, reserve)
+    if train is not None:
+        constants["activation_scale"] = constants["eval_activation_scale"] = train
+        fitted.append("activation_scale")
+    evaluation = _least_squares_scale([p for p in points if p.phase == "eval"], offset, reserve)
+    if evaluation is not None:
+        constants["eval_activation_scale"] = evaluation
+        if train is None:
+            constants["activation_scale"] = evaluation
+        fitted.append("eval_activation_scale")
+    return fitted
 
 
 def predicted(point: Point, constants: Mapping[str, float]) -> float:
     """The point as the constants predict it, in the point's own kind."""
-    allocated = point.static_mib + constants["activation_scale"] * point.per_token_mib
+    scale = constants["eval_activation_scale" if point.phase == "eval" else "activation_scale"]
+    allocated = point.static_mib + scale * point.per_token_mib
     if point.kind == "allocated":
         return allocated
     if point.kind == "reserved":
@@ -323,6 +333,7 @@ def default_constants() -> dict[str, float]:
     k = constants()
     return {
         "activation_scale": float(k.get("activation_scale", 1.0)),
+        "eval_activation_scale": float(k.get("eval_activation_scale", k.get("activation_scale", 1.0))),
         "reserve_factor": float(k["fixed_shape_reserve"][0]),
         "context_mib": float(k["cuda_context_mib"][0]),
     }

@@ -484,7 +484,7 @@ def estimate(
     # ---- eval: forward only, logits of the eval batch; gradients are freed, optimizer state stays
     if config.do_eval:
         eval_extra_b = float(k["logits_eval_bytes"]) * eval_tokens * s.vocab + _eval_layer_bytes_per_token(s) * eval_tokens
-        eval_extra_b *= scale
+        eval_extra_b *= float(k.get("eval_activation_scale", scale))
         eval_peak_b = weights_b + optim_b + eval_extra_b + misc_b  # autocast caches no weights without grad
     else:
         eval_extra_b = 0.0
