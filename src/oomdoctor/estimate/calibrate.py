@@ -8,7 +8,9 @@ for the eval batch's forward-only working set, a different code path), the alloc
 (``context_mib``: what the card shows beyond PyTorch's reserve; on a CPU the process's resident baseline:
 interpreter, libraries, dataset). Each phase peak is modelled as ``static + activation_scale x per_token``
 (``static`` and ``per_token`` from the estimator itself, evaluated with the factor at 0 and at 1), then
-``x reserve_factor + context_mib`` for what nvidia-smi (or the process RSS) shows.
+``x reserve_factor + context_mib`` for what nvidia-smi (or the process RSS) shows. A whole run with variable
+lengths shows more than its worst batch (freed blocks of every shape stay cached): its maximum pins the
+allocator's ``variable_length_creep`` instead.
 
 A probe's milestones give the measured points: torch's allocated and reserved peaks (RECORD_VRAM in
 ``trainer_log.jsonl``) and NVML's reading on a GPU, the RSS high-water mark at load / first step / eval on a
@@ -33,7 +35,8 @@ from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
 from oomdoctor.i18n import both, msg
 
 SCHEMA = 1
-CONSTANTS = ("activation_scale", "eval_activation_scale", "reserve_factor", "context_mib")
+CONSTANTS = ("activation_scale", "eval_activation_scale", "reserve_factor", "context_mib", "variable_length_creep")
+RUN_KINDS = ("nvidia-smi-run", "reserved-run")  # whole-run maxima of a run with variable lengths
 LIBRARIES = ("torch", "transformers", "peft", "llamafactory")
 HOST_CARD = "host"  # the setting's card when the trial ran without an NVIDIA GPU (memory is the RSS)
 NEW_PEAK = 1.01  # a later milestone counts as its own point only when it raised the peak by more than 1 %
@@ -78,6 +81,8 @@ class Calibration:
         if "context_mib" in self.fitted:
             c = self.constants["context_mib"]
             k["cuda_context_mib"] = [c, c]
+        if "variable_length_creep" in self.fitted:
+            k["variable_length_creep"] = self.constants["variable_length_creep"]
         return k
 
     def headline(self) -> dict[str, str]:
@@ -105,7 +110,7 @@ class Calibration:
     def from_json(cls, data: Mapping[str, Any]) -> Calibration:
         return cls(
             setting=dict(data["setting"]),
-            constants={k: float(data["constants"].get(k, data["constants"]["activation_scale"])) for k in CONSTANTS},
+            constants={**default_constants(), **{k: float(v) for k, v in data["constants"].items() if k in CONSTANTS}},
             fitted=[str(k) for k in data.get("fitted", [])],
             trial=data.get("trial"),
             source=data.get("source"),
@@ -194,6 +199,34 @@ def split_phases(config: ConfigFacts, model: ModelFacts, data: DataFacts | None)
     return {p: (zero.phases[p], max(0.0, one.phases[p] - zero.phases[p])) for p in one.phases}
 
 
+def run_point(config: ConfigFacts, model: ModelFacts, data: DataFacts | None, kind: str, measured_mib: float) -> Point:
+    """A whole run's maximum (nvidia-smi, or torch's reserved) as a point linear in the creep factor: the
+    estimator's band high end at creep 1 and 2 (the creep term dominates there)."""
+    from oomdoctor.estimate.memory import estimate
+
+    def high(creep: float) -> float:
+        result = estimate(config, model, data=data, calibration=_Creep(creep))
+        band = result.expected_nvidia_smi_mib if kind == "nvidia-smi-run" else result.expected_reserved_mib
+        assert band is not None
+        return float(band[1])
+
+    one, two = high(1.0), high(2.0)
+    return Point("run", kind, float(measured_mib), one - (two - one), two - one)
+
+
+class _Creep:
+    """A calibration that sets the variable-length creep only."""
+
+    def __init__(self, creep: float) -> None:
+        self.creep = creep
+
+    def memory_model(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        return {**base, "variable_length_creep": self.creep}
+
+    def describe(self) -> None:
+        return None
+
+
 class _Scale:
     """A calibration that sets the activation factor only (used to split the estimate)."""
 
@@ -246,6 +279,11 @@ def fit(points: Sequence[Point], defaults: Mapping[str, float]) -> tuple[dict[st
     reserved = by_kind.get("reserved", [])
     smi = by_kind.get("nvidia-smi", [])
     rss = by_kind.get("rss", [])
+    runs = [p for kind in RUN_KINDS for p in by_kind.get(kind, [])]
+    creep = _least_squares_scale(runs, 0.0, 1.0)
+    if creep is not None:
+        constants["variable_length_creep"] = creep
+        fitted.append("variable_length_creep")
     if allocated:
         fitted += _fit_scales(allocated, constants, 0.0, 1.0)
         if reserved:
@@ -289,6 +327,8 @@ def _fit_scales(points: Sequence[Point], constants: dict[str, float], offset: fl
 
 def predicted(point: Point, constants: Mapping[str, float]) -> float:
     """The point as the constants predict it, in the point's own kind."""
+    if point.kind in RUN_KINDS:
+        return point.static_mib + constants["variable_length_creep"] * point.per_token_mib
     scale = constants["eval_activation_scale" if point.phase == "eval" else "activation_scale"]
     allocated = point.static_mib + scale * point.per_token_mib
     if point.kind == "allocated":
@@ -336,6 +376,7 @@ def default_constants() -> dict[str, float]:
         "eval_activation_scale": float(k.get("eval_activation_scale", k.get("activation_scale", 1.0))),
         "reserve_factor": float(k["fixed_shape_reserve"][0]),
         "context_mib": float(k["cuda_context_mib"][0]),
+        "variable_length_creep": float(k["variable_length_creep"]),
     }
 
 
