@@ -305,14 +305,34 @@ def _source_files(dataset_dir: Path, entry: Mapping[str, Any]) -> list[str]:
 
 
 def _write_rows(dataset_dir: Path, entry: Mapping[str, Any], rows: Sequence[int], target: Path) -> None:
-    """Copy ``rows`` of a local dataset, in that order, into a JSON-lines file: the same columns the entry
-    names, read the way LLaMA-Factory reads them (``datasets``, by file extension)."""
+    """Copy ``rows`` of a local dataset, in that order, into a JSON-lines file with the same columns."""
+    files = _source_files(dataset_dir, entry)
+    source = _json_rows(files) if all(f.endswith((".json", ".jsonl")) for f in files) else _table_rows(files, entry)
+    with target.open("w", encoding="utf-8") as out:
+        for index in rows:
+            out.write(json.dumps(source[int(index)], ensure_ascii=False, default=str) + "\n")
+
+
+def _json_rows(files: Sequence[str]) -> list[Any]:
+    """Rows of JSON files as ``datasets``' json loader reads them: a list per file, or one object a line."""
+    rows: list[Any] = []
+    for name in files:
+        text = Path(name).read_text(encoding="utf-8-sig")
+        try:
+            loaded = json.loads(text)
+        except ValueError:
+            loaded = [json.loads(line) for line in text.splitlines() if line.strip()]
+        rows += loaded if isinstance(loaded, list) else [loaded]
+    return rows
+
+
+def _table_rows(files: Sequence[str], entry: Mapping[str, Any]) -> Any:
+    """Rows of csv / parquet / arrow / text files, read the way LLaMA-Factory reads them (``datasets``)."""
     import tempfile
 
     import datasets
     from llamafactory.extras.constants import FILEEXT2TYPE
 
-    files = _source_files(dataset_dir, entry)
     kind = FILEEXT2TYPE.get(Path(files[0]).suffix.lstrip("."))
     if kind is None:
         raise BadInput(msg("probe_unknown_dataset", None, name=str(entry["file_name"])))
@@ -320,14 +340,11 @@ def _write_rows(dataset_dir: Path, entry: Mapping[str, Any], rows: Sequence[int]
     datasets.disable_progress_bars()
     try:
         with tempfile.TemporaryDirectory(prefix="oomdoctor-probe-") as scratch:
-            source = datasets.load_dataset(kind, data_files=files, split=str(entry.get("split") or "train"),
-                                           cache_dir=scratch, keep_in_memory=True)  # fmt: skip
+            return datasets.load_dataset(kind, data_files=list(files), split=str(entry.get("split") or "train"),
+                                         cache_dir=scratch, keep_in_memory=True)  # fmt: skip
     finally:
         if bars_on:
             datasets.enable_progress_bars()
-    with target.open("w", encoding="utf-8") as out:
-        for index in rows:
-            out.write(json.dumps(source[int(index)], ensure_ascii=False, default=str) + "\n")
 
 
 # --- Milestones ----------------------------------------------------------------------------------------------
