@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.verbs import run_verb
 from oomdoctor.estimate.calibrate import default_constants
 from oomdoctor.facts.config import read_config
 from oomdoctor.facts.model import model_from_name
 from oomdoctor.facts.types import DataFacts
 from oomdoctor.trial.fit import Predictor, choose, raised_by_failure
-from fixtures.verbs import run_verb
 
 COURSE = Path(__file__).resolve().parents[2] / "configs" / "keywords_clean_train.yaml"
 V100_MIB = 32510.0
