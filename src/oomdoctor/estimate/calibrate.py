@@ -158,8 +158,9 @@ def setting_id(setting: Mapping[str, Any]) -> str:
 
 def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/oomdoctor/calibration`` (default ``~/.cache/oomdoctor/calibration``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "oomdoctor" / "calibration"
+    from oomdoctor.usercache import cache_root
+
+    return cache_root() / "calibration"
 
 
 def save(calibration: Calibration, trial_file: Path | None = None) -> Path:
