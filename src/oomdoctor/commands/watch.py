@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from oomdoctor.commands._inputs import number_in
 from oomdoctor.errors import EXIT_OK, BadInput
 from oomdoctor.i18n import Lang, help_text, msg
 
@@ -27,7 +28,7 @@ MIB = 1024 * 1024
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--interval",
-        type=float,
+        type=number_in(0.05, 3600.0),
         default=1.0,
         help=help_text("seconds between frames (default 1)", "刷新间隔,单位秒(默认 1)"),
     )

@@ -245,6 +245,30 @@ class LogScanner:
             else:
                 self._segment("", None, None, line)
 
+    def read_bar(self, line: str) -> tuple[str, int, int] | None:
+        """(description, n, total) of the progress bar a line starts with, as ``_segment`` would read it."""
+        text = strip_ansi(line)
+        if text[:1] == "[" or ": " in text[:64]:
+            text = split_prefix(text).text
+        m = _BAR.search(text) if "%|" in text else None
+        if m is None:
+            return None
+        return m.group("desc").strip().rstrip(":").strip(), int(m.group("n")), int(m.group("total"))
+
+    def bar_loop(self, desc: str, total: int) -> str:
+        """What a bar with this description and total counts now: "train", "eval", "load" or "other"."""
+        if desc:
+            if any(desc.startswith(b) for b in self.t.load_bars):
+                return "load"
+            word = desc.split()[0].rstrip(":").lower()
+            if word in self.t.train_bar_words:
+                return "train"
+            return "eval" if word in self.t.eval_bar_words else "other"
+        run = self.run
+        if run.train_total is not None:
+            return "train" if total == run.train_total else "eval"
+        return "train" if run.snap.context != "eval" else "eval"
+
     def gap(self) -> None:
         """Lines were skipped here (head and tail of a big log): nothing carries across the gap."""
         run = self.run
