@@ -297,8 +297,9 @@ def check_host_trend(engine: WarningEngine, obs: Observation) -> list[dict[str, 
     if rate <= 0 or pool.used_mib < float(spec["min_used_fraction"]) * pool.limit_mib:
         return []
     seconds = left / rate
-    if seconds > float(spec["horizon_s"]):
-        return []
+    span_s = points[-1][0] - points[0][0]
+    if seconds > float(spec["horizon_s"]) or rate * span_s < float(spec["min_rise_fraction_of_left"]) * left:
+        return []  # too slow, or a wobble rather than a climb
     step = None
     total = _total(engine, obs)
     if obs.eta_s and obs.step and total and total > obs.step:
