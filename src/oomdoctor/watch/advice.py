@@ -71,16 +71,27 @@ def change_text(proposal: Any, spec: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _choose(diagnosis: Any, prefer_cause: str | None) -> Any:
+    """The proposal, or the first matching alternative that targets the cause the warning is about."""
+    if prefer_cause:
+        for candidate in [diagnosis.proposal, *diagnosis.alternatives]:
+            if candidate is not None and candidate.cause == prefer_cause:
+                return candidate
+    return diagnosis.proposal
+
+
 def make_advise(facts: Facts) -> Any:
     """``advise(kind, fields)``: the proposal the decision nodes make for the foreseen failure."""
     from oomdoctor.rules.engine import diagnose
 
     def advise(kind: str, fields: dict[str, Any]) -> Advice:
         hypothetical = dataclasses.replace(facts, log=_hypothetical_log(kind, fields))
+        prefer = load_spec()["kinds"][kind].get("prefer_cause")
         try:
-            proposal = diagnose(hypothetical).proposal
+            diagnosis = diagnose(hypothetical)
         except Exception:  # advice is a nicety: a warning stands without it
-            proposal = None
+            diagnosis = None
+        proposal = _choose(diagnosis, prefer) if diagnosis is not None else None
         if proposal is None:
             return Advice(None, {}, {}, {"en": "-", "zh": "-"})
         return Advice(proposal.rule, dict(proposal.changes), dict(proposal.env), change_text(proposal, load_spec()))
