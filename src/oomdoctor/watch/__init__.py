@@ -4,6 +4,6 @@ Headless (no textual): ``commands/watch.py`` prints its frames, ``tui/watch_scre
 """
 
 from oomdoctor.watch.engine import LiveWarning, Observation, Plan, Pool, WarningEngine
-from oomdoctor.watch.session import Watcher
+from oomdoctor.watch.session import Watcher, run_is_live
 
-__all__ = ["LiveWarning", "Observation", "Plan", "Pool", "WarningEngine", "Watcher"]
+__all__ = ["LiveWarning", "Observation", "Plan", "Pool", "WarningEngine", "Watcher", "run_is_live"]

@@ -26,6 +26,18 @@ def _output_dir(config_path: Path, output_dir: str | None) -> Path | None:
     return path if path.is_absolute() else Path.cwd() / path
 
 
+def run_is_live(config_path: str | os.PathLike[str]) -> bool:
+    """True when a running process names the config or its output_dir (the TUI then opens watch mode)."""
+    from oomdoctor.errors import BadInput
+    from oomdoctor.facts.config import read_config
+
+    try:
+        output_dir = _output_dir(Path(config_path), read_config(Path(config_path)).output_dir)
+    except BadInput:
+        return False
+    return bool(procs.find_training(str(config_path), str(output_dir) if output_dir else None))
+
+
 class Watcher:
     def __init__(
         self,
