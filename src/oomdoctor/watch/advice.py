@@ -44,6 +44,7 @@ def make_plan(facts: Facts, *, on_gpu: bool) -> Plan | None:
         eval_len=est.eval_len,
         micro_batch=est.micro_batch,
         padded_len=est.padded_len,
+        padded_len_source=est.padded_len_source,
     )
 
 

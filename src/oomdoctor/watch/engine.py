@@ -62,6 +62,7 @@ class Plan:
     eval_len: int | None
     micro_batch: int
     padded_len: int
+    padded_len_source: str = "cutoff_len"  # "longest_sample" when real lengths are known
 
 
 @dataclass
@@ -212,6 +213,7 @@ def _words(fields: dict[str, Any], advice: Advice, spec: dict[str, Any]) -> dict
             "other": gib(fields.get("other_mib")),
             "rate": gib(fields.get("rate_mib_s")),
             "pool": spec["pools"][pool.source][lang].format(index=pool.index),
+            "length_source": spec["length_sources"][fields.get("length_source", "cutoff_len")][lang],
             "change": advice.change_text.get(lang, "-"),
             "rule": advice.rule or "-",
             **{k: fields.get(k, "?") for k in ("eval_batch", "eval_len", "micro_batch", "padded_len",
@@ -258,7 +260,7 @@ def check_longest_batch(engine: WarningEngine, obs: Observation) -> list[dict[st
     if needed <= fields["left_mib"] * float(engine.spec["kinds"]["longest_batch_needs_more"]["needed_over_left"]):
         return []
     return [{**fields, "needed_mib": needed, "expected_step": None, "micro_batch": plan.micro_batch,
-             "padded_len": plan.padded_len}]  # fmt: skip
+             "padded_len": plan.padded_len, "length_source": plan.padded_len_source}]  # fmt: skip
 
 
 def check_near_limit(engine: WarningEngine, obs: Observation) -> list[dict[str, Any]]:

@@ -40,10 +40,12 @@ class HostLimit:
 
 
 def _resolve(arg: str, cwd: str | None) -> str | None:
+    """The path an argument names, absolute: ``train.yaml``, ``output_dir=saves/x``, ``--config=c.yaml``."""
+    key, sep, value = arg.partition("=")
+    if sep and "/" not in key:
+        arg = value
     if not arg or arg.startswith("-"):
         return None
-    _, sep, value = arg.partition("=")  # output_dir=... / --config=...
-    arg = value if sep and "/" not in arg.split("=", 1)[0] else arg
     path = Path(arg)
     if not path.is_absolute():
         if cwd is None:

@@ -170,7 +170,6 @@ class Watcher:
             "elapsed_s": round(obs.time_s, 2),
             "config": str(self.config_path),
             "pids": sorted(p.pid for p in members),
-            "found": bool(members),
             "alive": bool(members),
             "ended": self.ended,
             "step": obs.step,
