@@ -677,6 +677,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     # (end of probe)
 
     # --- messages added by the watch work (keep each group together) ---
+    "watch_spec_incomplete": {"en": "{file}: warning kind {kind!r} needs text and act in en and zh, and a hypothesis", "zh": "{file}:预警类型 {kind!r} 需要中英文的 text 和 act,以及 hypothesis"},
     "watch_needs_config": {"en": "watch --pid needs --config too: the config tells what the run will need", "zh": "watch --pid 还需要 --config:配置决定训练后面需要多少内存"},
     "wr_title": {"en": "oomdoctor watch  {time}  {config}  (read only)", "zh": "oomdoctor watch  {time}  {config}(只读)"},
     "wr_waiting": {"en": "Waiting for the training: no process names this config or its output_dir yet.", "zh": "等待训练启动:还没有进程的命令行包含这个配置或它的 output_dir。"},

@@ -3,6 +3,8 @@ watcher's own reading of a scripted GPU; the followers and the schedule."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -116,6 +118,16 @@ def test_the_watcher_reads_the_run_and_a_newcomer_on_a_scripted_card(tmp_path: P
     [warning] = frame["warnings"]
     assert warning["kind"] == "other_process" and "pid 4242 (jupyter)" in warning["text"]["en"]
     assert not frame["ended"]
+
+    from oomdoctor.commands.watch import watch_run
+    from oomdoctor.watch.render import render_run_frame
+
+    en, zh = render_run_frame(frame, None, "en"), render_run_frame(frame, None, "zh")
+    assert f"pid {os.getpid()}" in en and "next validation at step -" in en and "pid 4242 (jupyter)" in en
+    assert "下次验证" in zh and "上出现了另一个进程" in zh and "First warning" not in zh
+    out = io.StringIO()
+    assert watch_run(watcher, str, once=True, as_json=True, out=out) == 0
+    assert json.loads(out.getvalue())["history"][0]["kind"] == "other_process"
 
 
 def test_followers_read_only_what_was_added(tmp_path: Path) -> None:

@@ -8,8 +8,10 @@ import dataclasses
 import functools
 from typing import Any
 
+from oomdoctor.errors import BadInput
 from oomdoctor.estimate.memory import constants
 from oomdoctor.facts.types import LogFacts, OtherProcess
+from oomdoctor.i18n import msg
 from oomdoctor.resources import rules_dir
 from oomdoctor.rules.facts import Facts
 from oomdoctor.watch.engine import Advice, Plan
@@ -19,9 +21,18 @@ SPEC_FILE = "live/warnings.yaml"
 
 @functools.lru_cache(maxsize=1)
 def load_spec() -> dict[str, Any]:
+    """``rules/live/warnings.yaml``, checked: every warning kind has its entry with both languages."""
     from oomdoctor.datafiles import load_data_file
+    from oomdoctor.watch.engine import CHECKS
 
-    return load_data_file(rules_dir() / SPEC_FILE)
+    path = rules_dir() / SPEC_FILE
+    spec = load_data_file(path)
+    for kind in CHECKS:
+        entry = (spec.get("kinds") or {}).get(kind)
+        texts = [entry.get(key) for key in ("text", "act")] if isinstance(entry, dict) else []
+        if not texts or not all(isinstance(x, dict) and {"en", "zh"} <= set(x) for x in texts) or "hypothesis" not in entry:
+            raise BadInput(msg("watch_spec_incomplete", None, file=str(path), kind=kind))
+    return spec
 
 
 def make_plan(facts: Facts, *, on_gpu: bool) -> Plan | None:
