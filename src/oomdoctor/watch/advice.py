@@ -56,6 +56,8 @@ def make_plan(facts: Facts, *, on_gpu: bool) -> Plan | None:
         micro_batch=est.micro_batch,
         padded_len=est.padded_len,
         padded_len_source=est.padded_len_source,
+        state_mib=est.terms["trainable_state"],
+        accumulation=config.gradient_accumulation_steps,
     )
 
 

@@ -63,6 +63,8 @@ class Plan:
     micro_batch: int
     padded_len: int
     padded_len_source: str = "cutoff_len"  # "longest_sample" when real lengths are known
+    state_mib: float = 0.0  # gradients and optimizer state: allocated by the first backward and update
+    accumulation: int = 1
 
 
 @dataclass
@@ -217,7 +219,7 @@ def _words(fields: dict[str, Any], advice: Advice, spec: dict[str, Any]) -> dict
             "change": advice.change_text.get(lang, "-"),
             "rule": advice.rule or "-",
             **{k: fields.get(k, "?") for k in ("eval_batch", "eval_len", "micro_batch", "padded_len",
-                                                "retries", "pid", "name", "seconds")},
+                                                "retries", "pid", "name", "seconds", "accumulation")},
         }  # fmt: skip
     return out
 
@@ -261,6 +263,18 @@ def check_longest_batch(engine: WarningEngine, obs: Observation) -> list[dict[st
         return []
     return [{**fields, "needed_mib": needed, "expected_step": None, "micro_batch": plan.micro_batch,
              "padded_len": plan.padded_len, "length_source": plan.padded_len_source}]  # fmt: skip
+
+
+def check_first_update(engine: WarningEngine, obs: Observation) -> list[dict[str, Any]]:
+    plan = engine.plan
+    pool = engine.target(obs)
+    if pool is None or obs.step or plan.state_mib <= 0:
+        return []
+    fields = _base(engine, pool)
+    needed = plan.state_mib - engine.reusable_mib(pool)
+    if needed <= fields["left_mib"] * float(engine.spec["kinds"]["first_update_needs_more"]["needed_over_left"]):
+        return []
+    return [{**fields, "needed_mib": needed, "expected_step": 1, "accumulation": plan.accumulation}]
 
 
 def check_near_limit(engine: WarningEngine, obs: Observation) -> list[dict[str, Any]]:
@@ -336,6 +350,7 @@ def _slope(points: list[tuple[float, float]]) -> float:
 CHECKS: dict[str, Callable[[WarningEngine, Observation], list[dict[str, Any]]]] = {
     "eval_needs_more": check_eval,
     "longest_batch_needs_more": check_longest_batch,
+    "first_update_needs_more": check_first_update,
     "near_limit": check_near_limit,
     "alloc_retries": check_retries,
     "host_ram_trend": check_host_trend,
