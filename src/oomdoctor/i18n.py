@@ -746,6 +746,22 @@ MESSAGES: dict[str, dict[str, str]] = {
     # (end of probe)
 
     # --- messages added by the watch work (keep each group together) ---
+    "watch_spec_incomplete": {"en": "{file}: warning kind {kind!r} needs text and act in en and zh, and a hypothesis", "zh": "{file}:预警类型 {kind!r} 需要中英文的 text 和 act,以及 hypothesis"},
+    "watch_needs_config": {"en": "watch --pid needs --config too: the config tells what the run will need", "zh": "watch --pid 还需要 --config:配置决定训练后面需要多少内存"},
+    "wr_title": {"en": "oomdoctor watch  {time}  {config}  (read only)", "zh": "oomdoctor watch  {time}  {config}(只读)"},
+    "wr_waiting": {"en": "Waiting for the training: no process names this config or its output_dir yet.", "zh": "等待训练启动:还没有进程的命令行包含这个配置或它的 output_dir。"},
+    "wr_run": {"en": "pid {pids}  step {step} / {total}  loss {loss}  ETA {eta}", "zh": "pid {pids}  第 {step} / {total} 步  loss {loss}  剩余 {eta}"},
+    "wr_next": {"en": "next validation at step {eval}, next save at step {save}", "zh": "下次验证在第 {eval} 步,下次保存在第 {save} 步"},
+    "wr_pool": {"en": "{used} / {limit} MiB  peak {peak}  left {left} MiB", "zh": "{used} / {limit} MiB  峰值 {peak}  剩余 {left} MiB"},
+    "wr_phase_lines": {"en": "estimate: validation would reach {eval} MiB, the longest batch {batch} MiB", "zh": "估算:验证会到 {eval} MiB,最长批次会到 {batch} MiB"},
+    "wr_limit_card": {"en": "the card", "zh": "显卡"},
+    "wr_limit_rlimit_as": {"en": "host memory, address-space limit of the training (prlimit --as)", "zh": "主机内存,训练进程的地址空间上限(prlimit --as)"},
+    "wr_limit_cgroup": {"en": "host memory, cgroup limit", "zh": "主机内存,cgroup 上限"},
+    "wr_limit_host": {"en": "host RAM", "zh": "主机内存"},
+    "wr_warnings": {"en": "Warnings:", "zh": "预警:"},
+    "wr_no_warnings": {"en": "No warning: what is coming fits in what is left.", "zh": "没有预警:后面需要的内存都在剩余范围内。"},
+    "wr_first": {"en": "First warning ({elapsed} s in, at step {step}): {text}", "zh": "第一条预警(开始后 {elapsed} 秒,第 {step} 步):{text}"},
+    "wr_ended": {"en": "The run has ended. The diagnosis of its log:", "zh": "训练已结束。日志诊断如下:"},
     # (end of watch)
 
     # --- messages added by the tui work (keep each group together) ---

@@ -156,9 +156,9 @@ def read_text(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> str
 
 
 def _yaml_loader() -> type[yaml.SafeLoader]:
-    from oomdoctor.datafiles import SafeLoader
-
-    return SafeLoader
+    """The safe loader, in C when PyYAML was built with libyaml."""
+    loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return loader
 
 
 def yaml_error_line(err: yaml.YAMLError) -> str:
