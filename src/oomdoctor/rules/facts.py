@@ -231,6 +231,11 @@ class Facts:
 
     def with_data(self, data: DataFacts) -> Facts:
         """The same readings with measured lengths, assembled again (the estimate rebuilt on them)."""
+        return self.with_readings(data=data, estimate=None)
+
+    def with_readings(self, **changes: Any) -> Facts:
+        """Other readings (``log=...``: a hypothetical failure, as ``watch`` foresees one), the same answers,
+        assembled again. The readings' own estimate, if one was given, stays unless replaced."""
         from oomdoctor.rules.assemble import assemble
 
-        return assemble(dataclasses.replace(self.readings, data=data, estimate=None), self.answers)
+        return assemble(dataclasses.replace(self.readings, **changes), self.answers)

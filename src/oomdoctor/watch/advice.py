@@ -4,7 +4,6 @@ has not happened yet."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -99,7 +98,7 @@ def make_advise(facts: Facts) -> Any:
     from oomdoctor.rules.engine import diagnose
 
     def advise(kind: str, fields: dict[str, Any]) -> Advice:
-        hypothetical = dataclasses.replace(facts, log=_hypothetical_log(kind, fields))
+        hypothetical = facts.with_readings(log=_hypothetical_log(kind, fields))
         prefer = load_spec()["kinds"][kind].get("prefer_cause")
         try:
             diagnosis = diagnose(hypothetical)
