@@ -95,7 +95,7 @@ def test_world_size_sources_in_order() -> None:
 
 def test_ray_and_fsdp_runs_are_sharded_and_not_told_to_use_deepspeed() -> None:
     log = parse_log_text(RANK3_EXCERPT)
-    ray = facts_of(config=course(use_ray=True, ray_num_workers=4), log=log)
+    ray = facts_of(config=course(ray_num_workers=4), log=log)
     assert (ray.derived.world_size, ray.derived.world_size_source, ray.derived.sharded_by) == (
         4,
         "ray",
@@ -105,6 +105,8 @@ def test_ray_and_fsdp_runs_are_sharded_and_not_told_to_use_deepspeed() -> None:
     assert fsdp.derived.sharded_by == "fsdp"
     plain = facts_of(config=course(), log=log)
     assert plain.derived.sharded_by is None
+    switched_on = facts_of(config=course(), log=log, env={"USE_RAY": "1"})  # how many workers: unsaid
+    assert (switched_on.derived.sharded_by, switched_on.derived.world_size) == ("ray", None)
     for facts in (ray, fsdp):
         assert "multi_gpu_no_deepspeed" not in [f.id for f in diagnose(facts).findings]
 

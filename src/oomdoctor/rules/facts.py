@@ -101,8 +101,8 @@ class Derived:
     )
     world_size: int | None = _fact(
         "processes taking part, from what states it: the user's count, the log's 'world size:', a "
-        "launcher line (torchrun/deepspeed/accelerate arguments, WORLD_SIZE), Ray's ray_num_workers, the banner's Total train batch size / (batch x accumulation), "
-        "WORLD_SIZE; 1 for a config where nothing shows several processes; None when a rank or GPU number "
+        "launcher line (torchrun/deepspeed/accelerate arguments, WORLD_SIZE), Ray's ray_num_workers, the "
+        "banner's Total train batch size / (batch x accumulation), WORLD_SIZE; 1 for a config where nothing shows several processes; None when a rank or GPU number "
         "proves several but nothing says how many (never a rank number seen in an excerpt)"
     )
     world_size_source: str | None = _fact(
@@ -114,7 +114,8 @@ class Derived:
     )
     sharded_by: str | None = _fact(
         "what spreads the model over the processes: deepspeed (a ZeRO stage, a DeepSpeed config or "
-        "failure), fsdp (the config's fsdp, or FSDP frames in the traceback), ray (use_ray); None: plain "
+        "failure), fsdp (the config's fsdp, or FSDP frames in the traceback), ray (USE_RAY=1, or the config "
+        "names its ray_* settings); None: plain "
         "data parallelism or one process"
     )
     finetuning_type: str | None = _fact(
