@@ -158,3 +158,21 @@ def test_the_launch_command_in_the_error_states_the_world_size() -> None:
         8,
         256,
     )
+
+
+def test_the_cli_flag_is_the_card_for_the_whole_diagnosis(tmp_path, capsys) -> None:
+    """--gpu-mib wins over the log's capacity in the JSON contract, the estimate and the findings alike."""
+    import json
+
+    import yaml
+
+    from oomdoctor.cli import main
+
+    config, log = tmp_path / "train.yaml", tmp_path / "train.log"
+    config.write_text(yaml.safe_dump(COURSE), encoding="utf-8")
+    log.write_text(RANK3_EXCERPT, encoding="utf-8")
+    assert main(["diagnose", "--config", str(config), "--log", str(log), "--gpu-mib", "24576", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["capacity_mib"] == 24576 and out["facts"]["capacity_mib"] == 24576
+    assert out["facts"]["derived"]["capacity_source"] == "flag"
+    assert out["facts"]["estimate"]["gpu_total_mib"] == 24576
