@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from oomdoctor.commands._inputs import int_in, number_in
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK, BadInput
 from oomdoctor.i18n import Lang, help_text, msg
 
@@ -39,11 +40,11 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--lengths", help=help_text("real sample lengths (oomdoctor lengths --json)", "真实样本长度(oomdoctor lengths --json 的输出)")
     )
     parser.add_argument(
-        "--pid", type=int, help=help_text("the training's process id (default: found by its command line)", "训练的进程号(默认按命令行查找)")
+        "--pid", type=int_in(1, 2**22), help=help_text("the training's process id (default: found by its command line)", "训练的进程号(默认按命令行查找)")
     )
     parser.add_argument(
         "--interval",
-        type=float,
+        type=number_in(0.05, 3600.0),
         default=1.0,
         help=help_text("seconds between frames (default 1)", "刷新间隔,单位秒(默认 1)"),
     )
