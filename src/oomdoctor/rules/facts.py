@@ -70,7 +70,8 @@ class Derived:
     )
     phase_candidates: tuple[str, ...] = _fact(
         "the phases the log leaves open (a failure in the Trainer's after-step hook: eval, save) that the "
-        "config's schedule can run at that step; empty when the log names the phase or narrows nothing",
+        "config's schedule can run at that step (all of them without a config); empty when the log narrows "
+        "nothing",
         (),
     )
     weights_loaded: bool | None = _fact(
