@@ -417,7 +417,7 @@ def _frozen_bytes(st: _Setting, trainable_params: int) -> float:
         per = st.quant_bit / 8.0 * float(qk["other_overhead"])
     norm_params = s.layers * s.norms * s.hidden
     linear_params = max(0, s.params - s.embedding_params - norm_params)
-    return linear_params * per + (s.embedding_params + norm_params) * weight_bytes_16
+    return float(linear_params * per + (s.embedding_params + norm_params) * weight_bytes_16)
 
 
 def _optimizer_bytes(st: _Setting) -> tuple[float, float]:

@@ -61,6 +61,7 @@ def assemble(
     world_size, world_source = settle_world_size(readings)
     if config is not None and config.world_size != (world_size or 1):
         config = dataclasses.replace(config, world_size=world_size or 1)
+    micro_batch, accumulation, effective_batch = _batch(config, log, world_size)
     settled = Derived(
         capacity_mib=capacity,
         capacity_source=capacity_source,
@@ -69,7 +70,9 @@ def assemble(
         processes_at_least=_processes_at_least(log, world_size, world_source),
         sharded_by=sharded_by(config, log, readings.env),
         phase_candidates=phase_candidates(config, log),
-        **_batch(config, log, world_size),
+        micro_batch=micro_batch,
+        accumulation=accumulation,
+        effective_batch=effective_batch,
     )
     estimate = readings.estimate
     if estimate is None:
@@ -211,22 +214,21 @@ def sharded_by(config: ConfigFacts | None, log: LogFacts | None, env: Mapping[st
     return None
 
 
-def _batch(config: ConfigFacts | None, log: LogFacts | None, world_size: int | None) -> dict[str, int | None]:
+def _batch(
+    config: ConfigFacts | None, log: LogFacts | None, world_size: int | None
+) -> tuple[int | None, int | None, int | None]:
     """micro_batch, accumulation, effective_batch: the config's (with the settled world size), else the
     log's banner (its own total, else batch x accumulation x a stated world size)."""
     if config is not None:
-        return {
-            "micro_batch": config.per_device_train_batch_size,
-            "accumulation": config.gradient_accumulation_steps,
-            "effective_batch": config.effective_batch if world_size is not None else None,
-        }
+        effective = config.effective_batch if world_size is not None else None
+        return config.per_device_train_batch_size, config.gradient_accumulation_steps, effective
     if log is None:
-        return {"micro_batch": None, "accumulation": None, "effective_batch": None}
+        return None, None, None
     micro, accumulation = log.instantaneous_batch_size, log.gradient_accumulation_steps
     effective = log.total_train_batch_size
     if effective is None and micro and accumulation and world_size:
         effective = micro * accumulation * world_size
-    return {"micro_batch": micro, "accumulation": accumulation, "effective_batch": effective}
+    return micro, accumulation, effective
 
 
 # --- the phase's candidates ------------------------------------------------------------------------------

@@ -8,9 +8,10 @@ Like the condition operators (``rules/operators.py``), each one checks its opera
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 FIELD_PATTERN = r"^[a-z][a-z0-9_]*$"
@@ -33,7 +34,7 @@ class ChangeContext:
     news: dict[str, Any]  # the new values computed so far
     resolve: Callable[[str], Any]  # fact path -> value
     # (message key, fields) of notes about the change, e.g. an accumulation that cannot keep the product
-    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    notes: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
 
     @property
     def old(self) -> Any:

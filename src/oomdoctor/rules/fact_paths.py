@@ -62,7 +62,7 @@ def fact_path_problem(path: str) -> str | None:
         members = _hints(tp)  # type: ignore[arg-type]
         if part not in members:
             known = f" (known: {', '.join(members)})" if root == "derived" else ""
-            return f"{tp.__name__} has no field {part!r}{known}"
+            return f"{getattr(tp, '__name__', tp)} has no field {part!r}{known}"
         tp = _unwrap(members[part])
     if _is_open_mapping(tp) and root in ("answers", "env"):
         return f"{path!r} needs a key, e.g. {root}.NAME"

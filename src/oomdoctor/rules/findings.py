@@ -12,7 +12,7 @@ from typing import Any
 from oomdoctor.diagnosis import Finding
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts
-from oomdoctor.i18n import LANGS, both, msg
+from oomdoctor.i18n import LANGS, Lang, both, msg
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.texts import mib_text
 
@@ -38,9 +38,10 @@ def finding(fid: str, severity: str = "info", **fields: Any) -> list[Finding]:
     return [Finding(id=fid, text=both(f"f_{fid}", **fields), severity=severity)]
 
 
-def per_language(fid: str, fields: Callable[[str], dict[str, Any]]) -> list[Finding]:
+def per_language(fid: str, fields: Callable[[Lang], dict[str, Any]]) -> list[Finding]:
     """One finding whose fields are themselves texts in the reader's language."""
-    return [Finding(id=fid, text={lang: msg(f"f_{fid}", lang, **fields(lang)) for lang in LANGS})]
+    text: dict[str, str] = {lang: msg(f"f_{fid}", lang, **fields(lang)) for lang in LANGS}
+    return [Finding(id=fid, text=text)]
 
 
 # --- the producers, in the order they are shown -------------------------------------------------------------

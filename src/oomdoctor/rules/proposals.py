@@ -66,7 +66,8 @@ def _template(name: str) -> dict[str, Any]:
 
     path = configs_dir() / "deepspeed" / f"{name}.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        template: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return template
     except (OSError, ValueError) as err:
         raise BadInput(msg("template_missing", None, path=path, detail=err)) from None
 
@@ -115,7 +116,9 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
     if phase is None:
         return EstimatedEffect(before_mib=before, after_mib=after.peak_allocated_mib, fits_after=after.fits)
     after_mib = after.phases.get(phase, after.peak_allocated_mib)
-    note = {lang: msg("effect_phase", lang, phase=msg(f"estimate_phase_{phase}", lang)) for lang in LANGS}
+    note: dict[str, str] = {
+        lang: msg("effect_phase", lang, phase=msg(f"estimate_phase_{phase}", lang)) for lang in LANGS
+    }
     top = _peak_elsewhere(after.phases, phase, after_mib)
     if top is None:
         return EstimatedEffect(before_mib=before, after_mib=after_mib, fits_after=after.fits, note=note)
@@ -132,7 +135,7 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
 def _same_value(old: Any, new: Any) -> bool:
     if isinstance(old, int | float) and isinstance(new, int | float) and not isinstance(old, bool):
         return float(old) == float(new)
-    return old == new
+    return bool(old == new)
 
 
 def build_proposal(
