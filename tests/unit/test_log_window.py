@@ -75,9 +75,9 @@ def test_the_windows_leave_gaps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     decoded: list[int] = []
     real_feed = log_window._Reader.feed
 
-    def counting_feed(self, start: int, end: int) -> None:
+    def counting_feed(self, start: int, end: int, line_start: int | None = None) -> None:
         decoded.append(end - start)
-        real_feed(self, start, end)
+        real_feed(self, start, end, line_start)
 
     monkeypatch.setattr(log_window._Reader, "feed", counting_feed)
     demo = ROOT / "configs" / "demo" / "train.log"
@@ -114,3 +114,13 @@ def test_same_facts_on_long_progress_logs(tmp_path: Path, eval_every: int) -> No
     # and from the tail of a file too big for the budget
     old, new = _both(path, TINY, tail=16 * 1024)
     assert new == old and new["truncated_read"]
+
+
+def test_a_window_inside_a_long_line_gets_the_line_start(tmp_path: Path) -> None:
+    """A 1 MB progress line with no break: its "5%|" is 1 MB before the end window, and still read."""
+    path = tmp_path / "nohup.out"
+    path.write_text("  5%|" + "█" * 330_000 + "| 5/100 [00:10<03:10,  2.00s/it]\nKilled\n", encoding="utf-8")
+    old, new = _both(path, log_window.DEFAULT_SIZES)
+    assert new == old
+    assert (new["good_steps"], new["oom_kind"]) == (5, "killed")
+    assert not any("estimated" in e for e in new["phase_evidence"])

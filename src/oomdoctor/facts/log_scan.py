@@ -102,7 +102,7 @@ _CARD_LINE_CHARS = 1024
 # A line longer than this is read as its first and last halves: every pattern then runs on a bounded text
 # (a nohup.out of one endless progress line, a binary blob, a pasted base64 image).
 MAX_LINE_CHARS = 16 * 1024
-_CLIP = " … "
+CLIP = " … "
 
 
 def _int(text: str) -> int | None:
@@ -241,7 +241,7 @@ class LogScanner:
             self.line_no += 1
             if len(line) > MAX_LINE_CHARS:
                 half = MAX_LINE_CHARS // 2
-                line = line[:half] + _CLIP + line[-half:]
+                line = line[:half] + CLIP + line[-half:]
             if not line:
                 self._blank("")
             elif line[0] == "[" or ": " in line[:64]:
