@@ -392,6 +392,7 @@ def _banner_facts(f: LogFacts, run: Run) -> None:
     f.total_train_batch_size = run.total_train_batch_size
     f.num_examples = run.num_examples
     f.world_size = run.world_size
+    f.launcher_world_size = run.launcher_world_size
     f.trainable_params = run.trainable_params
     f.all_params = run.all_params
     f.total_steps = run.total_steps or run.train_total

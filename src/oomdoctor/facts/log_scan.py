@@ -12,6 +12,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from oomdoctor.facts import launcher
 from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
@@ -105,6 +106,14 @@ MAX_LINE_CHARS = 16 * 1024
 CLIP = " … "
 
 
+def _launcher_world_size(text: str) -> int | None:
+    """launcher.world_size_in, with a count too long for int() (4,300 digits) read as none."""
+    try:
+        return launcher.world_size_in(text)
+    except ValueError:
+        return None
+
+
 def _int(text: str) -> int | None:
     """A count as printed ("1,600,000"); None for a number no log means (and int() refuses 4,300 digits)."""
     digits = text.replace(",", "")
@@ -191,6 +200,7 @@ class Run:
     total_steps: int | None = None
     num_examples: int | None = None
     world_size: int | None = None
+    launcher_world_size: int | None = None  # what a launcher line states (facts/launcher.py)
     trainable_params: int | None = None
     all_params: int | None = None
     gradient_checkpointing_logged: bool = False
@@ -318,6 +328,8 @@ class LogScanner:
             if rich is None:
                 return None
             text = rich
+        if launcher.HINT.search(text):  # before any return: a launch command may sit in an error line
+            run.launcher_world_size = _launcher_world_size(text) or run.launcher_world_size
         failure = run.failure
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1
