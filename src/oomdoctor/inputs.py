@@ -27,12 +27,13 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from oomdoctor.errors import BadInput, one_line
 from oomdoctor.i18n import msg
+
+if TYPE_CHECKING:
+    import yaml
 
 MIB = 1024 * 1024
 # What a file of each kind can reasonably weigh. A LLaMA-Factory config is a few KiB, a DeepSpeed JSON or a
@@ -156,9 +157,9 @@ def read_text(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> str
 
 
 def _yaml_loader() -> type[yaml.SafeLoader]:
-    from oomdoctor.datafiles import SafeLoader
+    import yaml  # off the start-up path: only a verb that reads YAML pays for it
 
-    return SafeLoader
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def yaml_error_line(err: yaml.YAMLError) -> str:
@@ -199,6 +200,8 @@ def check_yaml_graph(node: yaml.Node, *, path: str) -> None:
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
+    import yaml
+
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
     if isinstance(node, yaml.MappingNode):
@@ -209,6 +212,8 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 def load_yaml(text: str, *, path: str) -> Any:
     """The YAML document as plain data (PyYAML's safe constructors), with alias expansion, depth and
     numbers bounded. BadInput for malformed YAML, more than one document, or a refused value."""
+    import yaml
+
     loader = _yaml_loader()(text)
     try:
         node = loader.get_single_node()
