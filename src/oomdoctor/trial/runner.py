@@ -17,6 +17,7 @@ import contextlib
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -526,8 +527,10 @@ def run_trial(
 
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise BadInput(msg("trial_bad_steps", None, value=steps))
-    if not timeout_s or timeout_s <= 0:
-        raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))
+    if not isinstance(timeout_s, int | float) or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))  # nan would never time out
+    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0.01:
+        raise BadInput(msg("arg_range", None, low="0.01", high="3600", value=interval_s))  # 0 or nan: a busy loop
     config_file = Path(config_path).expanduser()
     config = read_config(config_file)
     inputs.check_new_folder(out_dir)
