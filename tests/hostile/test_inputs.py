@@ -76,7 +76,7 @@ def test_short_repr_is_safe_for_any_value() -> None:
 def test_csv_rows_are_streamed_with_line_and_row_budgets(tmp_path: Path) -> None:
     path = tmp_path / "s.csv"
     path.write_text("a,b\n" + "1,2\n" * 50)
-    assert len(list(inputs.iter_csv_rows(path, what="csv"))) == 50
+    assert len(list(inputs.iter_csv_rows(path, what="csv"))) == 51  # the header first
     with pytest.raises(BadInput, match="more than 10 rows"):
         list(inputs.iter_csv_rows(path, what="csv", max_rows=10))
     path.write_text("a,b\n1," + "2" * 10_000 + "\n")
