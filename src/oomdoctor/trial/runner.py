@@ -440,6 +440,16 @@ def _stop_everything(proc: subprocess.Popen[bytes], tree: ProcessTreeRss, grace_
 # --- Reading the results ---------------------------------------------------------------------------------------
 
 
+def _launch(processes: TrialProcesses, argv: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """Start the launcher in its own session, inside the trial's cgroup when there is one."""
+    try:
+        return subprocess.Popen(processes.wrap(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)  # fmt: skip
+    except BaseException:
+        processes.stop_all(0)  # nothing started: removes the cgroup
+        raise
+
+
 def _read_change(path: Path) -> dict[str, Any]:
     """The config's ``change.json`` (from ``oomdoctor patch``), read through the input layer: {} when there
     is none, BadInput (nothing run) when it is not a small JSON object."""
@@ -542,9 +552,8 @@ def run_trial(
     # the patch's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is part of the change being tried: memory
     # settings only (trial/env.py), never PATH or LD_PRELOAD from a folder someone else prepared
     change_env = allowed_change_env(change.get("env"), path=change_file)
-    processes = TrialProcesses()
     env_overrides = {**change_env, **launcher_env, **TRIAL_ENV}
-    env = {**os.environ, **env_overrides, **processes.env}
+    env = {**os.environ, **env_overrides}
     program = resolve_program(command[0], env.get("PATH"))
     if program is None:
         raise BadInput(msg("launcher_not_found", None, program=command[0]))
@@ -572,15 +581,9 @@ def run_trial(
     log_path = folder / "train.log"
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
-    proc = subprocess.Popen(
-        processes.wrap(argv),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=run_dir,
-        start_new_session=True,
-    )
+    processes = TrialProcesses()  # the marker and cgroup that find what leaves the process group
+    env = {**env, **processes.env}
+    proc = _launch(processes, argv, env=env, cwd=run_dir)
     streamer = _LogStreamer(proc.stdout, log_path, on_line)
     streamer.start()
     sampler = Sampler(source, pid=proc.pid, interval_s=interval_s, csv_path=folder / "gpu-samples.csv",
