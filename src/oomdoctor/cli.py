@@ -33,6 +33,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "estimate": ("Estimate peak GPU memory per term and phase", "按分项与阶段估算显存峰值"),
     "lengths": ("Real token lengths of the configured dataset", "统计配置中数据集的实际 token 长度"),
     "trial": ("Run a short trial and record memory samples", "短时试跑并记录显存采样"),
+    "fit": (
+        "The largest batch that fits, effective batch kept, verified by a probe",
+        "找出放得下的最大批次(保持有效批大小),并用探测试跑验证",
+    ),
     "watch": ("Live GPU panel, touching nothing", "实时 GPU 面板,只读,不干预任何进程"),
     "compare": ("Compare trials (or two configs)", "对比多次试跑(或两份配置)"),
     "tui": ("Open the interactive app (same as no verb)", "打开交互界面(与不带子命令相同)"),

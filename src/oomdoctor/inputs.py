@@ -157,9 +157,11 @@ def read_text(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> str
 
 
 def _yaml_loader() -> type[yaml.SafeLoader]:
-    import yaml  # off the start-up path: only a verb that reads YAML pays for it
+    """The safe loader, in C when PyYAML was built with libyaml (imported here: off the start-up path)."""
+    import yaml
 
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return loader
 
 
 def yaml_error_line(err: yaml.YAMLError) -> str:

@@ -144,20 +144,22 @@ def _quiet() -> Iterator[None]:
             datasets.enable_progress_bars()
 
 
-def token_lengths(
-    config: ConfigFacts,
-    *,
-    cutoff_len: int | None = None,
-    progress: Progress | None = None,
-) -> DataFacts:
-    """Tokenize the configured train (and eval) datasets with the config's template as LLaMA-Factory does,
-    and report max / p50 / p95 / p99 tokens and how many samples ``cutoff_len`` (default: the config's)
-    would cut. ``progress(done, total)`` is called after every batch of samples.
+@dataclasses.dataclass
+class _Counter:
+    """LLaMA-Factory's loader and the config's template, ready to count tokens per sample."""
+
+    load: Callable[[list[str] | None, bool], Any]  # (names, per_name) -> merged dataset, or {name: dataset}
+    encode: Callable[[dict[str, list[Any]]], list[int]]
+    split: Callable[[Any, Any], tuple[dict[str, Any], dict[str, Any]]]
+
+
+@contextlib.contextmanager
+def _lf_counter(config: ConfigFacts) -> Iterator[_Counter]:
+    """Set up LLaMA-Factory's loader, template and dataset processor for the config, with the cutoff lifted.
 
     BadInput (one line) when llamafactory is not installed, the tokenizer is not on this machine, or the
     dataset cannot be read.
     """
-    cutoff = int(cutoff_len or config.cutoff_len)
     if not config.dataset:
         raise BadInput(msg("len_no_dataset", None, path=config.path))
     model_dir = local_model_dir(config)
@@ -198,9 +200,6 @@ def token_lengths(
         tokenizer = tokenizer_module["tokenizer"]
         try:
             template = get_template_and_fix_tokenizer(tokenizer, data_args)
-            train = _get_merged_dataset(data_args.dataset, model_args, data_args, training_args, stage_for_loader)
-            evaluation = _get_merged_dataset(data_args.eval_dataset, model_args, data_args, training_args, stage_for_loader)
-            train_dict, eval_dict = split_dataset(train, evaluation, data_args, seed=training_args.seed)
         except (OSError, ValueError, KeyError) as err:
             raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
 
@@ -217,6 +216,39 @@ def token_lengths(
             def encode(batch: dict[str, list[Any]]) -> list[int]:
                 return _lengths_of(processor.preprocess_dataset(batch))
 
+        def load(names: list[str] | None, per_name: bool) -> Any:
+            try:
+                return _get_merged_dataset(names, model_args, data_args, training_args, stage_for_loader, return_dict=per_name)
+            except (OSError, ValueError, KeyError) as err:
+                raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
+
+        def split(train: Any, evaluation: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+            try:
+                return split_dataset(train, evaluation, data_args, seed=training_args.seed)
+            except (OSError, ValueError, KeyError) as err:
+                raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
+
+        yield _Counter(load=load, encode=encode, split=split)
+
+
+def token_lengths(
+    config: ConfigFacts,
+    *,
+    cutoff_len: int | None = None,
+    progress: Progress | None = None,
+) -> DataFacts:
+    """Tokenize the configured train (and eval) datasets with the config's template as LLaMA-Factory does,
+    and report max / p50 / p95 / p99 tokens and how many samples ``cutoff_len`` (default: the config's)
+    would cut. ``progress(done, total)`` is called after every batch of samples.
+
+    BadInput (one line) when llamafactory is not installed, the tokenizer is not on this machine, or the
+    dataset cannot be read.
+    """
+    cutoff = int(cutoff_len or config.cutoff_len)
+    with _lf_counter(config) as counter:
+        train = counter.load(list(config.dataset), False)
+        evaluation = counter.load(list(config.eval_dataset) or None, False)
+        train_dict, eval_dict = counter.split(train, evaluation)
         splits = {"train": train_dict.get("train"), **eval_dict}
         total = sum(len(d) for d in splits.values() if d is not None)
         done = 0
@@ -227,7 +259,7 @@ def token_lengths(
         for name, dataset in splits.items():
             if dataset is None:
                 continue
-            lengths, done = _measure(dataset, encode, progress, done, total)
+            lengths, done = _measure(dataset, counter.encode, progress, done, total)
             if name == "train":
                 train_lengths = lengths
             else:
@@ -240,6 +272,14 @@ def token_lengths(
 _LENGTH_MAX = 1 << 40
 _LENGTH_COUNTS = ("samples", "max_tokens", "p50_tokens", "p95_tokens", "p99_tokens", "eval_samples",
                   "eval_max_tokens", "cutoff_len", "truncated")  # fmt: skip
+
+
+def row_lengths(config: ConfigFacts, names: Sequence[str]) -> dict[str, list[int]]:
+    """Full token length of every row of each named dataset, in the file's row order (as ``token_lengths``
+    counts them, before any train/validation split): what a probe trial sorts by."""
+    with _lf_counter(config) as counter:
+        per_name = counter.load(list(names), True) or {}
+        return {name: _measure(dataset, counter.encode, None, 0, None)[0] for name, dataset in per_name.items()}
 
 
 def read_lengths_file(path: str | Path) -> DataFacts:

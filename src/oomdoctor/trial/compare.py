@@ -26,6 +26,7 @@ from oomdoctor import inputs
 from oomdoctor.errors import BadInput, one_line
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import Lang, both, msg, pick
+from oomdoctor.trial.folder import TrialFolder
 
 _EFFECTS_FILE = Path(__file__).with_name("field_effects.yaml")
 MEMORY_EFFECTS = ("less", "more", "none", "depends", "unknown")
@@ -316,6 +317,7 @@ class TrialRow:
     change: dict[str, Any] | None = None  # change.json: rule, title, changes
     config_changes: list[FieldChange] = field(default_factory=list)  # vs the first trial's config.yaml
     facts: dict[str, Any] = field(default_factory=dict)  # comparability facts from result.json
+    milestones: list[dict[str, Any]] = field(default_factory=list)  # a probe's milestones (result.json)
 
     @property
     def peak_gib(self) -> float | None:
@@ -367,10 +369,33 @@ class Comparison:
             lines += ["", msg("cmp_what_changed", lang)]
             for row in changed:
                 lines.append(f"  {row.name} vs {self.rows[0].name}: " + _change_summary(row, lang))
+        lines += _milestone_table(self.rows, lang)
         if self.warnings:
             lines += ["", msg("cmp_warnings", lang)]
             lines += [f"  ! {pick(w, lang)}" for w in self.warnings]
         return "\n".join(lines)
+
+
+def _milestone_cell(mark: dict[str, Any] | None) -> str:
+    if mark is None or mark.get("passed") is None:
+        return "n/a"
+    if mark.get("passed"):
+        return _mib(mark.get("peak_mib"))
+    return f"x {_mib(mark.get('peak_mib'))}" if mark.get("reached") else "-"
+
+
+def _milestone_table(rows: list[TrialRow], lang: Lang) -> list[str]:
+    """The probes' milestones side by side: the peak up to each one passed."""
+    probes = [r for r in rows if r.milestones]
+    if not probes:
+        return []
+    names = [m["name"] for m in probes[0].milestones]
+    headers = [msg("cmp_h_trial", lang), *(msg(f"milestone_short_{n}", lang) for n in names)]
+    table = []
+    for row in probes:
+        marks = {m.get("name"): m for m in row.milestones}
+        table.append([row.name, *(_milestone_cell(marks.get(n)) for n in names)])
+    return ["", msg("cmp_milestones", lang), *_table(headers, table)]
 
 
 def _delta_fields(row: TrialRow) -> dict[str, str]:
@@ -435,7 +460,7 @@ TRIAL_KEYS = ("output_dir", "logging_steps", "save_steps", "eval_steps", "report
 def _peak_from_samples(folder: Path) -> tuple[float | None, str | None]:
     """The highest sampled memory in ``gpu-samples.csv``, streamed (a line and a row budget, see
     ``inputs.iter_csv_rows``); (None, None) when there is no such file. BadInput for a hostile one."""
-    path = folder / "gpu-samples.csv"
+    path = TrialFolder(folder).samples
     if not path.exists() and not path.is_symlink():
         return None, None
     shown = one_line(path)
@@ -469,7 +494,7 @@ def _sample_mib(text: str | None, shown: str, line: int) -> float:
 
 def _read_change(folder: Path) -> dict[str, Any] | None:
     """What ``change.json`` says about the change tried, its fields type-checked; None when there is none."""
-    path = folder / "change.json"
+    path = TrialFolder(folder).change
     if not path.exists() and not path.is_symlink():
         return None
     shown = one_line(path)
@@ -488,7 +513,7 @@ def _read_change(folder: Path) -> dict[str, Any] | None:
 
 
 def _read_trial_config(folder: Path) -> dict[str, Any] | None:
-    path = folder / "config.yaml"
+    path = TrialFolder(folder).config
     if not path.exists() and not path.is_symlink():
         return None
     return inputs.read_yaml_mapping(path)
@@ -518,6 +543,7 @@ def _result_fields(result: dict[str, Any], shown: str) -> dict[str, Any]:
         "alloc_retries": count("alloc_retries"),
         "warnings": warnings,
         "checkpoints": checkpoints,
+        "milestones": inputs.optional_list(result, "milestones", path=shown) or [],
     }
     for key in ("dataset_fingerprint", "model_name_or_path", "precision", "gpu_name"):
         fields[key] = text(key)
@@ -525,7 +551,8 @@ def _result_fields(result: dict[str, Any], shown: str) -> dict[str, Any]:
 
 
 def _read_trial(folder: Path) -> tuple[TrialRow, dict[str, Any] | None]:
-    result_path = folder / "result.json"
+    files = TrialFolder(folder)
+    result_path = files.result
     if not folder.is_dir() or not (result_path.exists() or result_path.is_symlink()):
         raise BadInput(msg("cmp_not_a_trial", None, path=one_line(folder)))
     shown = one_line(result_path)
@@ -550,6 +577,7 @@ def _read_trial(folder: Path) -> tuple[TrialRow, dict[str, Any] | None]:
         alloc_warnings=max(result["alloc_retries"] or 0, len(result["warnings"])),
         checkpoints=list(result["checkpoints"]),
         change=change,
+        milestones=[m for m in result["milestones"] if isinstance(m, dict) and "name" in m],
         facts={
             k: result[k]
             for k in (
@@ -588,7 +616,7 @@ def distinct_names(folders: list[Path]) -> list[str]:
     for i, mine in enumerate(parts):
         others = [p for j, p in enumerate(parts) if j != i]
         # a trial inside a patch folder is named with the change it tried: "01-halve-batch/run"
-        depth = 2 if (Path(folders[i]).absolute().parent / "change.json").is_file() else 1
+        depth = 2 if TrialFolder(Path(folders[i]).absolute().parent).change.is_file() else 1
         while depth < len(mine) and any(tail(o, depth) == tail(mine, depth) for o in others):
             depth += 1
         names.append(tail(mine, depth) if depth < len(mine) else os.path.abspath(folders[i]))

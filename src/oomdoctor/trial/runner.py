@@ -38,12 +38,11 @@ from oomdoctor.facts.gpu import GpuSource, NvmlSource, read_gpu
 from oomdoctor.facts.types import ConfigFacts, GpuFacts
 from oomdoctor.i18n import msg
 from oomdoctor.trial.env import allowed_change_env, shown_env
+from oomdoctor.trial.folder import CHANGE, TrialFolder
 from oomdoctor.trial.procs import TrialProcesses
 from oomdoctor.trial.sampler import ProcessTreeRss, Sampler, SampleSnapshot
 
 DEFAULT_LAUNCHER = "llamafactory-cli train"
-TRIAL_OUTPUT = "output"  # output_dir of the trial, inside the trial folder
-TRAINER_LOG = "trainer_log.jsonl"  # LLaMA-Factory's per-log-step record in output_dir
 GRACE_S = 10.0  # SIGTERM -> SIGKILL
 RESULT_SCHEMA = 1
 
@@ -93,7 +92,7 @@ class TrialResult:
 
     @property
     def result_path(self) -> Path:
-        return self.folder / "result.json"
+        return TrialFolder(self.folder).result
 
 
 # --- Launcher ------------------------------------------------------------------------------------------------
@@ -497,6 +496,26 @@ def _run_dir_for(config: ConfigFacts) -> Path:
     return found if found is not None else Path.cwd()
 
 
+def _plan_probe(config: ConfigFacts, files: TrialFolder, *, steps: int, cwd: Path, lengths: Any) -> Any:
+    from oomdoctor.trial.probe import ProbeRun, plan_probe
+
+    plan = plan_probe(config, files.probe_data, steps=steps, cwd=cwd, lengths=lengths)
+    saves = str(config.raw.get("save_strategy", "steps")).lower() != "no"
+    return ProbeRun(plan, evaluates=config.do_eval, saves=saves)
+
+
+def _calibrate(files: TrialFolder) -> dict[str, Any]:
+    """Fit the memory model's stack constants to the probe (calibration.json + the user cache); a failure to
+    calibrate never loses the trial's result."""
+    try:
+        from oomdoctor.estimate.calibrate import calibrate_trial
+
+        calibration = calibrate_trial(files.path)
+    except Exception as err:  # the model cannot be read, nothing measured: the trial still stands
+        return {"calibration_error": f"{type(err).__name__}: {err}"}
+    return {"calibration": {**calibration.describe(), "file": str(files.calibration)}}
+
+
 def _outcome(*, exit_code: int | None, timed_out: bool, stopped: bool, oom: bool) -> str:
     if timed_out:
         return "timed_out"
@@ -525,6 +544,8 @@ def run_trial(
     on_progress: Callable[[TrialProgress], None] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     grace_s: float = GRACE_S,
+    probe: bool = False,
+    probe_lengths: Any = None,
 ) -> TrialResult:
     """Run ``launcher <out_dir>/config.yaml`` for ``steps`` steps and write the trial folder.
 
@@ -532,6 +553,10 @@ def run_trial(
     are not positive or the launcher's program cannot be found. Otherwise the trial always ends with a
     ``result.json``, whatever the training did. The launcher runs in ``cwd`` (default: the current folder),
     where relative paths in the config (``dataset_dir``, the model) are resolved, as when the user runs it.
+
+    ``probe=True`` makes it a probe trial (``trial/probe.py``): a derived dataset in the folder puts the
+    longest samples first and ``result.json`` gets ``milestones``. ``probe_lengths`` replaces the token counter
+    (LLaMA-Factory's template) in tests.
     """
     from oomdoctor.facts.config import read_config
 
@@ -544,7 +569,7 @@ def run_trial(
     config_file = Path(config_path).expanduser()
     config = read_config(config_file)
     inputs.check_new_folder(out_dir)
-    change_file = config_file.resolve().parent / "change.json"
+    change_file = config_file.resolve().parent / CHANGE
     change = _read_change(change_file)
     run_dir = Path(cwd).expanduser().resolve() if cwd is not None else _run_dir_for(config)
     folder = inputs.check_new_folder(out_dir, protected=_run_folders(config, run_dir))
@@ -558,15 +583,21 @@ def run_trial(
     if program is None:
         raise BadInput(msg("launcher_not_found", None, program=command[0]))
 
-    output_dir = folder / TRIAL_OUTPUT
-    trial_config = folder / "config.yaml"
-    text, overrides = trial_config_text(
-        config_file, trial_overrides(config, steps=steps, output_dir=output_dir)
-    )
+    files = TrialFolder(folder)
+    output_dir = files.output_dir
+    trial_config = files.config
+    keys = trial_overrides(config, steps=steps, output_dir=output_dir)
+    probe_run = _plan_probe(config, files, steps=steps, cwd=run_dir, lengths=probe_lengths) if probe else None
+    if probe_run is not None:
+        keys.update(probe_run.plan.changes)
+    text, overrides = trial_config_text(config_file, keys)
     inputs.make_new_folder(folder)
+    if probe_run is not None:
+        probe_run.plan.write()
+        on_line = probe_run.line_hook(on_line)
     trial_config.write_text(text, encoding="utf-8")
     if change:  # the bytes already read and checked, not the path again (it may have changed since)
-        (folder / "change.json").write_text(json.dumps(change, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        files.change.write_text(json.dumps(change, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     argv = [program, *command[1:], str(trial_config)]
 
     source = NvmlSource() if source is None else source
@@ -578,7 +609,7 @@ def run_trial(
         listing = ", ".join(f"GPU {p['gpu']} pid {p['pid']} ({p['used_mib'] or 0:,.0f} MiB)" for p in others)
         on_line("[oomdoctor] " + msg("trial_other_processes", None, listing=listing))
 
-    log_path = folder / "train.log"
+    log_path = files.log
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
     processes = TrialProcesses()  # the marker and cgroup that find what leaves the process group
@@ -586,14 +617,20 @@ def run_trial(
     proc = _launch(processes, argv, env=env, cwd=run_dir)
     streamer = _LogStreamer(proc.stdout, log_path, on_line)
     streamer.start()
-    sampler = Sampler(source, pid=proc.pid, interval_s=interval_s, csv_path=folder / "gpu-samples.csv",
+    sampler = Sampler(source, pid=proc.pid, interval_s=interval_s, csv_path=files.samples,
                       on_sample=on_sample)  # fmt: skip
     tree = sampler.tree if sampler.tree is not None else ProcessTreeRss(proc.pid)
     sampler.start()
-    progress = _ProgressWatcher(output_dir / TRAINER_LOG)
+    progress = _ProgressWatcher(files.trainer_log)
+    if probe_run is not None:
+        probe_run.start(started, lambda: [p.pid for p in tree.alive()])
 
     def report_progress() -> None:
-        if progress.poll() and on_progress is not None:
+        moved = progress.poll()
+        if probe_run is not None:
+            probe_run.poll(steps_done=progress.steps_done, eval_loss=progress.eval_loss,
+                           checkpoints=files.checkpoints())  # fmt: skip
+        if moved and on_progress is not None:
             on_progress(
                 TrialProgress(
                     progress.steps_done,
@@ -658,9 +695,16 @@ def run_trial(
         started_at=started_at,
         timeout_s=timeout_s,
     )
-    (folder / "result.json").write_text(
+    if probe_run is not None:
+        failed = record["phase"] if not record["ok"] else None
+        record.update(probe_run.record(samples_csv=files.samples, trainer_log=files.trainer_log,
+                                       failed_phase=failed, end_s=wall_s))  # fmt: skip
+    files.result.write_text(
         json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
+    if probe_run is not None and probe_run.calibrates(record):
+        record.update(_calibrate(files))
+        files.result.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if interrupted:
         raise KeyboardInterrupt
     return TrialResult(folder=folder, record=record, other_gpu_processes=others)
@@ -692,7 +736,8 @@ def _result_record(
 ) -> dict[str, Any]:
     from oomdoctor.facts.types import LogFacts
 
-    log_path = folder / "train.log"
+    files = TrialFolder(folder)
+    log_path = files.log
     log_error = None
     try:
         from oomdoctor.facts.log import read_log
@@ -715,7 +760,7 @@ def _result_record(
     if oom:
         cause, diagnosis_error = _diagnosed_cause(trial_config, log_path, source)
 
-    output_dir = folder / TRIAL_OUTPUT
+    output_dir = files.output_dir
     train_results = _read_json(output_dir / "train_results.json")
     eval_results = _read_json(output_dir / "eval_results.json")
     steps_done = progress.steps_done or log.good_steps or 0
@@ -723,10 +768,7 @@ def _result_record(
     if eval_loss is None:
         eval_loss = eval_results.get("eval_loss", log.eval_loss)
     runtime = train_results.get("train_runtime", log.train_runtime_s)
-    checkpoints = sorted(
-        (p.name for p in output_dir.glob("checkpoint-*") if p.is_dir()),
-        key=lambda n: int(n.rsplit("-", 1)[-1]) if n.rsplit("-", 1)[-1].isdigit() else 0,
-    )
+    checkpoints = files.checkpoints()
     peaks = sampler.peaks_mib
     outcome = _outcome(exit_code=exit_code, timed_out=timed_out, stopped=stopped, oom=oom)
     record: dict[str, Any] = {
