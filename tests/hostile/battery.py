@@ -176,6 +176,8 @@ YAML_KINDS: dict[str, str | bytes] = {
     "batch_word": _with("per_device_train_batch_size", "four"),
     "batch_string_huge": _with("per_device_train_batch_size", '"' + "9" * 4400 + '"'),
     "lora_rank_1e9": _with("lora_rank", "1000000000"),
+    "samples_per_update_2_pow_40": _with("per_device_train_batch_size", str(1 << 20)).replace(
+        "gradient_accumulation_steps: 8", f"gradient_accumulation_steps: {1 << 20}"),
     "cutoff_2_pow_40": _with("cutoff_len", str(2**40)),
     "val_size_1e309": _with("val_size", "1e309"),
     "epochs_nan": _with("num_train_epochs", ".nan"),
@@ -401,6 +403,26 @@ def _yaml_cases() -> list[Case]:
     return cases
 
 
+# At the bounds, still accepted: the largest values must not make anything loop on the number (the fit
+# search walks the divisors of batch x accumulation; 720,720 has 240 of them).
+EXTREME_VALID = {
+    "batch_720720": _with("per_device_train_batch_size", "720720").replace("gradient_accumulation_steps: 8", "gradient_accumulation_steps: 1"),
+    "cutoff_2_pow_24": _with("cutoff_len", str(1 << 24)),
+    "lora_rank_65536": _with("lora_rank", "65536"),
+    "accumulation_2_pow_20": _with("gradient_accumulation_steps", str(1 << 20)).replace(
+        "per_device_train_batch_size: 4", "per_device_train_batch_size: 1"),
+}
+
+
+def _extreme_cases() -> list[Case]:
+    verbs = config_slots()
+    cases = []
+    for kind, content in EXTREME_VALID.items():
+        cases.append(Case(f"extreme-{kind}-diagnose", _bind(verbs["diagnose"], text(content)), GOOD))
+        cases.append(Case(f"extreme-{kind}-estimate", _bind(verbs["estimate"], text(content)), frozenset({0})))
+    return cases
+
+
 def _json_cases() -> list[Case]:
     cases = []
     for slot_name, slot in JSON_SLOTS.items():
@@ -606,7 +628,7 @@ def _log_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    cases = [*_file_kind_cases(), *_yaml_cases(), *_json_cases(), *_csv_cases(), *_argument_cases(), *_out_cases(),
+    cases = [*_file_kind_cases(), *_yaml_cases(), *_extreme_cases(), *_json_cases(), *_csv_cases(), *_argument_cases(), *_out_cases(),
              *_log_cases()]  # fmt: skip
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
