@@ -318,9 +318,18 @@ def iter_csv_rows(
     Nothing is held but the current line."""
     p = Path(path)
     with open_regular(p, what=what, max_bytes=max_bytes or MAX_BYTES["csv"]) as f:
-        for number, row in enumerate(csv.reader(_bounded_lines(f, p, max_line))):
+        reader = csv.reader(_bounded_lines(f, p, max_line))
+        number = 0
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as err:  # a lone \r inside a field, ...
+                raise BadInput(msg("in_bad_csv", None, path=one_line(p), line=reader.line_num, detail=one_line(err))) from None
             if number > max_rows:
                 raise BadInput(msg("in_too_many_rows", None, path=one_line(p), limit=f"{max_rows:,}"))
+            number += 1
             yield row
 
 

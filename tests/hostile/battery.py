@@ -469,6 +469,7 @@ def _csv_cases() -> list[Case]:
         "no_memory_column": "a,b\n1,2\n",
         "nul_bytes": header.encode() + b"0.2,host,\x00\x00,,,\n",
         "not_utf8": header.encode() + b"0.2,h\xffst,100,,,\n",
+        "lone_carriage_return": header + "0.0,host,\r,,,\n",
     }
     return [Case(f"csv-{kind}", _bind(_samples_csv, text(content))) for kind, content in contents.items()]
 
