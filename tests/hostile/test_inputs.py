@@ -112,3 +112,27 @@ def test_run_trial_refuses_values_that_never_end_or_busy_loop(tmp_path: Path, ti
         run_trial(config, steps=1, out_dir=tmp_path / "t", timeout_s=timeout_s, interval_s=interval_s,
                   launcher="/bin/false", source=FakeGpuSource.unavailable())  # fmt: skip
     assert not (tmp_path / "t").exists()
+
+
+def test_a_crash_is_one_line_and_exit_2_and_debug_shows_the_traceback(monkeypatch, capsys) -> None:
+    from oomdoctor.cli import main
+    from oomdoctor.commands import estimate
+
+    def crash(args: object) -> int:
+        raise ZeroDivisionError("a bug\nwith a second line")
+
+    monkeypatch.setattr(estimate, "run", crash)
+    assert main(["estimate", "--config", "x.yaml"]) == 2  # never 1: that would read as "the run failed"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ZeroDivisionError" in err and "--debug" in err and "Traceback" not in err
+    with pytest.raises(ZeroDivisionError):
+        main(["estimate", "--config", "x.yaml", "--debug"])
+
+
+def test_a_newline_in_a_value_is_escaped_in_the_error(capsys) -> None:
+    from oomdoctor.cli import main
+
+    assert main(["diagnose", "--config", "no\nsuch.yaml"]) == 2
+    assert main(["diagnose", "--log", "x.log", "--answer", "phase\nrm -rf /"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "no\\nsuch.yaml" in err
