@@ -265,6 +265,8 @@ def config_slots() -> dict[str, Slot]:
         "compare_old": lambda d, m: ["compare", _s(m(d, "old.yaml")), _s(valid_config(d, "new.yaml"))],
         "compare_new": lambda d, m: ["compare", _s(valid_config(d, "old.yaml")), _s(m(d, "new.yaml"))],
         "tui": lambda d, m: ["tui", "--config", _s(m(d, "train.yaml"))],
+        "fit": lambda d, m: ["fit", "--config", _s(m(d, "train.yaml")), "--out", _s(d / "new"), "--gpu-mib", "32768",
+                             "--launcher", "/bin/false", "--timeout", "4"],
     }
 
 
@@ -395,7 +397,7 @@ def _yaml_cases() -> list[Case]:
     cases = []
     verbs = config_slots()
     for kind, content in YAML_KINDS.items():
-        for verb in ("diagnose", "estimate", "patch", "trial", "compare_new", "tui"):
+        for verb in ("diagnose", "estimate", "patch", "trial", "compare_new", "tui", "fit"):
             cases.append(Case(f"yaml-{kind}-{verb}", _bind(verbs[verb], text(content))))
     for kind in ("alias_bomb", "deep_list", "batch_5000_digits", "recursive_alias", "not_utf8"):
         content = YAML_KINDS.get(kind, "a: 1\n# caf\xe9\n".encode("latin-1"))
@@ -491,6 +493,7 @@ def _verb_base(verb: str) -> Callable[[Path], list[str]]:
             "watch": ["watch", "--once"],
             "lengths": ["lengths", "--config", config],
             "tui": ["tui", "--config", config],
+            "fit": ["fit", "--config", config, "--out", _s(d / "new"), "--launcher", "/bin/false"],
         }[verb]
 
     return base
@@ -499,7 +502,8 @@ def _verb_base(verb: str) -> Callable[[Path], list[str]]:
 NUMERIC_FLAGS = [("diagnose", "--gpu-mib"), ("diagnose", "--longest-tokens"), ("diagnose", "--eval-longest-tokens"),
                  ("estimate", "--gpu-mib"), ("estimate", "--longest-tokens"), ("patch", "--gpu-mib"),
                  ("trial", "--steps"), ("trial", "--timeout"), ("trial", "--interval"), ("watch", "--interval"),
-                 ("lengths", "--cutoff"), ("tui", "--trial-steps"), ("tui", "--gpu-mib")]  # fmt: skip
+                 ("lengths", "--cutoff"), ("tui", "--trial-steps"), ("tui", "--gpu-mib"), ("fit", "--gpu-mib"),
+                 ("fit", "--margin"), ("fit", "--timeout")]  # fmt: skip
 
 
 def _argument_cases() -> list[Case]:
@@ -518,7 +522,7 @@ def _argument_cases() -> list[Case]:
         for verb in ("diagnose", "patch"):
             base = _verb_base(verb)
             cases.append(Case(f"answer-{verb}-{name}", lambda d, b=base, v=value: [*b(d), "--answer", v]))
-    for verb in ("diagnose", "estimate", "lengths", "trial", "patch", "tui"):
+    for verb in ("diagnose", "estimate", "lengths", "trial", "patch", "tui", "fit"):
         cases.append(Case(f"arg-{verb}-config_name_with_newline",
                           lambda d, v=verb: [a.replace("train.yaml", "tr\nain.yaml") for a in _verb_base(v)(d)]))
     cases.append(Case("arg-compare-mixed", lambda d: ["compare", _s(valid_config(d)), _s(trial_folder(d))]))
