@@ -79,7 +79,7 @@ def gather(
     if config is not None and model is not None and model.hidden_size:
         # the estimate is an optional fact: a model whose shape is only partly known diagnoses without it
         with contextlib.suppress(BadInput):
-            est = estimate(config, model, data=data, gpu_total_mib=total_mib)
+            est = estimate(config, model, data=data, gpu_total_mib=total_mib, calibration=_calibration(config, log, gpu))
     return Facts(
         config=config,
         log=log,
@@ -93,6 +93,15 @@ def gather(
     )
 
 
+def _calibration(config: Any, log: Any, gpu: Any) -> Any:
+    """The calibration a probe stored for this setting (estimate/calibrate.py), on the card that ran out (the
+    log's), else the visible one, else this machine's host memory."""
+    from oomdoctor.estimate.calibrate import HOST_CARD, find_calibration
+
+    card = (log.card_name if log is not None else None) or (gpu.first.name if gpu.first is not None else None)
+    return find_calibration(config, card or (HOST_CARD if not gpu.available else None))
+
+
 def run_diagnosis(
     config_path: str | os.PathLike[str] | None = None,
     log_path: str | os.PathLike[str] | None = None,
@@ -102,6 +111,12 @@ def run_diagnosis(
 
     ``inputs`` are ``gather``'s keyword arguments (answers, gpu_source, longest_tokens, ...).
     """
+    from oomdoctor.diagnosis import Finding
     from oomdoctor.rules.engine import diagnose
 
-    return diagnose(gather(config_path, log_path, **inputs))
+    facts = gather(config_path, log_path, **inputs)
+    diagnosis = diagnose(facts)
+    calibration = facts.estimate.calibration if facts.estimate is not None else None
+    if calibration:  # say which estimate the diagnosis rests on
+        diagnosis.findings.append(Finding(id="estimate.calibrated", text=calibration["text"]))
+    return diagnosis

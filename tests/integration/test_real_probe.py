@@ -150,6 +150,10 @@ def test_probes_calibrate_the_estimate_of_another_batch_size(world: dict[str, An
     assert estimate["calibration"] is not None, "the same setting's calibration is used"
     assert set(estimate["calibration"]["from_calibration"]) >= {"activation_scale", "context_mib"}
     assert "calibrated by trial" in estimate["calibration"]["text"]["en"]
+    diagnosed = _oomdoctor(world, "diagnose", "--config", str(runs[2] / "config.yaml"), "--log",
+                           str(runs[2] / "train.log"), "--json")  # fmt: skip
+    findings = {f["id"]: f for f in json.loads(diagnosed.stdout)["findings"]}
+    assert "calibrated by trial" in findings["estimate.calibrated"]["text"]["en"]
 
 
 def test_fit_finds_a_batch_that_survives_a_full_epoch_under_the_cap(world: dict[str, Any]) -> None:
