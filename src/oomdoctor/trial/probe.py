@@ -160,6 +160,18 @@ def _train_rows(names: Sequence[str], lengths: Mapping[str, list[int]], needed: 
     return sorted(parts, key=lambda p: -p.longest)
 
 
+def _rows_to_fill(lengths: Mapping[str, list[int]], names: Sequence[str], sequences: int, cutoff: int) -> int:
+    """With packing, rows are packed into sequences of up to ``cutoff`` tokens: the longest rows until they fill
+    ``sequences`` packed sequences (so the first batches are full ones), or all rows."""
+    ranked = sorted((min(n, cutoff) for name in names for n in lengths.get(name, [])), reverse=True)
+    total = 0
+    for count, tokens in enumerate(ranked, start=1):
+        total += tokens
+        if total >= sequences * cutoff:
+            return count
+    return len(ranked)
+
+
 def _eval_rows(config: ConfigFacts, lengths: Mapping[str, list[int]], needed: int) -> ProbeRows | None:
     """The longest validation rows, one eval batch per GPU (from the training data when val_size splits it)."""
     if not config.do_eval:
@@ -259,6 +271,8 @@ def plan_probe(
     world = max(1, int(config.world_size or 1))
     micro = int(config.per_device_train_batch_size)
     needed = micro * int(config.gradient_accumulation_steps) * world * max(1, steps)
+    if config.packing or config.raw.get("neat_packing"):
+        needed = _rows_to_fill(measured, list(config.dataset), needed, int(config.cutoff_len))
     eval_batch = int(config.per_device_eval_batch_size)
     plan = ProbePlan(
         data_dir=data_dir,
