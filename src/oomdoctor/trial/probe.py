@@ -265,7 +265,9 @@ def plan_probe(
     names = list(dict.fromkeys([*config.dataset, *eval_sources]))
     _check_local(info, names)
     if lengths is None:
-        from oomdoctor.facts.dataset import row_lengths as lengths
+        from oomdoctor.facts.dataset import row_lengths
+
+        lengths = row_lengths
     with _in_dir(cwd):
         measured = lengths(config, names)
     world = max(1, int(config.world_size or 1))
@@ -501,7 +503,7 @@ def milestones(
                   "peak_mib": _peak(samples, -1.0, t), "phase_peak_mib": _peak(samples, previous, t),
                   "rss_hwm_mib": _round(moment.get("rss_hwm_mib"))}  # fmt: skip
         kind = "train" if name in ("longest_batch", "optimizer_step") else "eval" if name == "eval" else None
-        if kind in vram:
+        if kind is not None and kind in vram:
             record["vram_allocated_gib"] = vram[kind]["allocated"]
             record["vram_reserved_gib"] = vram[kind]["reserved"]
         out.append(record)
