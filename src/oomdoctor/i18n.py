@@ -746,6 +746,22 @@ MESSAGES: dict[str, dict[str, str]] = {
     # (end of probe)
 
     # --- messages added by the watch work (keep each group together) ---
+    "watch_spec_incomplete": {"en": "{file}: warning kind {kind!r} needs text and act in en and zh, and a hypothesis", "zh": "{file}:预警类型 {kind!r} 需要中英文的 text 和 act,以及 hypothesis"},
+    "watch_needs_config": {"en": "watch --pid needs --config too: the config tells what the run will need", "zh": "watch --pid 还需要 --config:配置决定训练后面需要多少内存"},
+    "wr_title": {"en": "oomdoctor watch  {time}  {config}  (read only)", "zh": "oomdoctor watch  {time}  {config}(只读)"},
+    "wr_waiting": {"en": "Waiting for the training: no process names this config or its output_dir yet.", "zh": "等待训练启动:还没有进程的命令行包含这个配置或它的 output_dir。"},
+    "wr_run": {"en": "pid {pids}  step {step} / {total}  loss {loss}  ETA {eta}", "zh": "pid {pids}  第 {step} / {total} 步  loss {loss}  剩余 {eta}"},
+    "wr_next": {"en": "next validation at step {eval}, next save at step {save}", "zh": "下次验证在第 {eval} 步,下次保存在第 {save} 步"},
+    "wr_pool": {"en": "{used} / {limit} MiB  peak {peak}  left {left} MiB", "zh": "{used} / {limit} MiB  峰值 {peak}  剩余 {left} MiB"},
+    "wr_phase_lines": {"en": "estimate: validation would reach {eval} MiB, the longest batch {batch} MiB", "zh": "估算:验证会到 {eval} MiB,最长批次会到 {batch} MiB"},
+    "wr_limit_card": {"en": "the card", "zh": "显卡"},
+    "wr_limit_rlimit_as": {"en": "host memory, address-space limit of the training (prlimit --as)", "zh": "主机内存,训练进程的地址空间上限(prlimit --as)"},
+    "wr_limit_cgroup": {"en": "host memory, cgroup limit", "zh": "主机内存,cgroup 上限"},
+    "wr_limit_host": {"en": "host RAM", "zh": "主机内存"},
+    "wr_warnings": {"en": "Warnings:", "zh": "预警:"},
+    "wr_no_warnings": {"en": "No warning: what is coming fits in what is left.", "zh": "没有预警:后面需要的内存都在剩余范围内。"},
+    "wr_first": {"en": "First warning ({elapsed} s in, at step {step}): {text}", "zh": "第一条预警(开始后 {elapsed} 秒,第 {step} 步):{text}"},
+    "wr_ended": {"en": "The run has ended. The diagnosis of its log:", "zh": "训练已结束。日志诊断如下:"},
     # (end of watch)
 
     # --- messages added by the tui work (keep each group together) ---
@@ -759,6 +775,77 @@ MESSAGES: dict[str, dict[str, str]] = {
     # (end of startup)
 
     # --- messages added by the hostile work (keep each group together) ---
+    "in_not_regular": {"en": "{path} is not a file: it is {kind}", "zh": "{path} 不是文件,而是{kind_zh}"},
+    "in_too_big": {
+        "en": "{path} is {size}: too big for a {what} (at most {limit})",
+        "zh": "{path} 有 {size},不可能是{what}(最多 {limit})",
+    },
+    "in_binary": {"en": "{path} looks like a binary file, not a {what}", "zh": "{path} 看起来是二进制文件,不是{what}"},
+    "in_not_utf8": {"en": "{path} is not UTF-8 text (at {offset})", "zh": "{path} 不是 UTF-8 文本(位置 {offset})"},
+    "in_yaml_expands": {
+        "en": "{path}: the YAML aliases at line {line} expand to more than {limit} values (an alias bomb?)",
+        "zh": "{path}:第 {line} 行的 YAML 别名展开后超过 {limit} 个值(别名炸弹?)",
+    },
+    "in_yaml_recursive": {
+        "en": "{path}: the YAML node at line {line} contains itself",
+        "zh": "{path}:第 {line} 行的 YAML 节点包含了自身",
+    },
+    "in_too_deep": {
+        "en": "{path}: {where} nests deeper than {limit} levels",
+        "zh": "{path}:{where} 嵌套超过 {limit} 层",
+    },
+    "in_bad_yaml_value": {"en": "{path}: a value cannot be read ({detail})", "zh": "{path}:有一个值无法读取({detail})"},
+    "in_bad_json": {"en": "{path} is not valid JSON ({detail})", "zh": "{path} 不是有效的 JSON({detail})"},
+    "in_bad_type": {
+        "en": "{path}: {key} should be {expected}, got {got}",
+        "zh": "{path}:{key} 应为 {expected},实际为 {got}",
+    },
+    "in_too_many_rows": {"en": "{path} has more than {limit} rows", "zh": "{path} 超过 {limit} 行"},
+    "in_line_too_long": {
+        "en": "{path}: line {line} is longer than {limit} bytes",
+        "zh": "{path}:第 {line} 行超过 {limit} 字节",
+    },
+    "in_escapes": {
+        "en": "{path}: {key} {value!r} points outside {base}",
+        "zh": "{path}:{key} {value!r} 指向 {base} 之外",
+    },
+    "crash": {
+        "en": "internal error ({kind}: {detail}); this is not a verdict on the run. Run again with --debug for the traceback",
+        "zh": "内部错误({kind}:{detail}),与训练是否失败无关。加 --debug 重新运行可查看调用栈",
+    },
+    "arg_range": {
+        "en": "expected a number from {low} to {high}, got {value!r}",
+        "zh": "应为 {low} 到 {high} 之间的数,收到 {value!r}",
+    },
+    "arg_int_range": {
+        "en": "expected a whole number from {low} to {high}, got {value!r}",
+        "zh": "应为 {low} 到 {high} 之间的整数,收到 {value!r}",
+    },
+    "out_is_symlink": {
+        "en": "--out {path} is a symbolic link; give a new folder path",
+        "zh": "--out {path} 是符号链接;请给出一个新的目录路径",
+    },
+    "out_in_system": {
+        "en": "--out {path} is under {root}; give a folder of your own",
+        "zh": "--out {path} 位于 {root} 之下;请给出你自己的目录",
+    },
+    "out_in_run": {
+        "en": "--out {path} lies inside the run's {what} ({base}); write the trial elsewhere so nothing of the run is touched",
+        "zh": "--out {path} 位于这次训练的{what}({base})之内;请写到别处,以免改动原训练的文件",
+    },
+    "out_parent_missing": {
+        "en": "--out {path}: its parent folder {parent} cannot be used ({detail})",
+        "zh": "--out {path}:其上级目录 {parent} 无法使用({detail})",
+    },
+    "env_refused": {
+        "en": "{path}: env sets {names}, which a trial never applies (only memory settings: {allowed})",
+        "zh": "{path}:env 设置了 {names},试跑从不应用这些变量(只允许显存相关设置:{allowed})",
+    },
+    "env_applied": {"en": "environment for this trial: {pairs}", "zh": "本次试跑的环境变量:{pairs}"},
+    "procs_stopped": {
+        "en": "stopped {count} leftover process(es) of the trial that had left its process group",
+        "zh": "已停止试跑遗留的 {count} 个脱离进程组的进程",
+    },
     # (end of hostile)
 
     # --- messages added by the bigl work (keep each group together) ---

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from oomdoctor.commands._inputs import int_in, number_in
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK
 from oomdoctor.i18n import Lang, help_text, msg
 
@@ -19,6 +20,11 @@ if TYPE_CHECKING:
     from oomdoctor.trial.runner import TrialProgress, TrialResult
     from oomdoctor.trial.sampler import SampleSnapshot
 
+# Argument bounds: a trial is minutes to hours of a few steps; sampling faster than 10 ms is a busy loop.
+MAX_STEPS = 1_000_000
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MIN_INTERVAL_S = 0.01
+MAX_INTERVAL_S = 3600.0
 HEARTBEAT_S = 10.0  # while no step completes (loading), say the peak this often
 
 
@@ -30,7 +36,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--steps",
-        type=int,
+        type=int_in(1, MAX_STEPS),
         default=None,
         help=help_text(
             "update steps to run (default 50; with --probe 1)", "试跑的更新步数(默认 50;使用 --probe 时为 1)"
@@ -53,7 +59,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=number_in(0, MAX_TIMEOUT_S, low_open=True),
         default=600.0,
         help=help_text("time limit in seconds (default 600)", "时间上限,单位秒(默认 600)"),
     )
@@ -68,7 +74,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--interval",
-        type=float,
+        type=number_in(MIN_INTERVAL_S, MAX_INTERVAL_S),
         default=0.2,
         help=help_text("sampling interval in seconds", "显存采样间隔,单位秒"),
     )

@@ -31,11 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oomdoctor import inputs
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.gpu import GpuSource, NvmlSource, read_gpu
 from oomdoctor.facts.types import ConfigFacts, GpuFacts
 from oomdoctor.i18n import msg
+from oomdoctor.trial.env import allowed_change_env, shown_env
 from oomdoctor.trial.folder import CHANGE, TrialFolder
+from oomdoctor.trial.procs import TrialProcesses
 from oomdoctor.trial.sampler import ProcessTreeRss, Sampler, SampleSnapshot
 
 DEFAULT_LAUNCHER = "llamafactory-cli train"
@@ -211,25 +214,29 @@ def dataset_fingerprint(config: ConfigFacts, cwd: Path) -> str:
     dataset_dir = Path(config.dataset_dir).expanduser()
     if not dataset_dir.is_absolute():
         dataset_dir = cwd / dataset_dir
-    try:
-        info = json.loads((dataset_dir / "dataset_info.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    from oomdoctor.facts.dataset import dataset_files_inside
+
+    try:  # bounded reads; a file_name leading outside dataset_dir is never followed
+        info = inputs.read_json_object(dataset_dir / "dataset_info.json", what="dataset_info.json")
+        targets = dataset_files_inside(dataset_dir, names)
+    except BadInput:
         return "unknown"
     digest = hashlib.sha256()
     for name in names:
-        entry = info.get(name) if isinstance(info, dict) else None
-        if not isinstance(entry, dict) or not isinstance(entry.get("file_name"), str):
+        entry = info.get(name)
+        target = targets.get(name)
+        if target is None or not isinstance(entry, dict):
             return "unknown"
-        target = dataset_dir / entry["file_name"]
+        base = dataset_dir.resolve()
         if target.is_dir():
-            files = sorted(p for p in target.rglob("*") if p.is_file())
+            files = sorted(p for p in target.rglob("*") if p.is_file() and p.resolve().is_relative_to(base))
         elif target.is_file():
             files = [target]
         else:
             return "unknown"
         digest.update(json.dumps([name, entry], sort_keys=True).encode())
         for path in files:
-            digest.update(str(path.relative_to(dataset_dir)).encode())
+            digest.update(str(path.relative_to(base)).encode())
             with path.open("rb") as f:
                 for block in iter(lambda f=f: f.read(1 << 20), b""):
                     digest.update(block)
@@ -315,6 +322,14 @@ class _LogStreamer:
         self._log.flush()
 
 
+_POLL_BYTES = 16 << 20  # what one poll of trainer_log.jsonl reads at most
+
+
+def _small_number(value: Any) -> bool:
+    """A number ``float()`` takes without overflow and a log value can sensibly be (a loss, GiB)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e12
+
+
 class _ProgressWatcher:
     """Follows ``trainer_log.jsonl`` as LLaMA-Factory appends to it (whole lines only)."""
 
@@ -332,19 +347,21 @@ class _ProgressWatcher:
     def poll(self) -> bool:
         """Read what was appended; True when the completed step count moved."""
         try:
-            with self.path.open("rb") as f:
+            with inputs.open_regular(self.path, what="trainer_log.jsonl", max_bytes=1 << 40) as f:
                 f.seek(self._offset)
-                data = f.read()
-        except OSError:
+                data = f.read(_POLL_BYTES)  # bounded per poll; the rest is read on the next ones
+        except (OSError, BadInput):
             return False
         self._offset += len(data)
         data = self._partial + data
         *lines, self._partial = data.split(b"\n")
+        if len(self._partial) > _POLL_BYTES:
+            self._partial = b""  # a "line" that never ends is no log entry
         before = self.steps_done
         for line in lines:
             try:
-                entry = json.loads(line)
-            except ValueError:
+                entry = inputs.load_json(line.decode("utf-8", "replace"), path=str(self.path))
+            except BadInput:
                 continue
             if isinstance(entry, dict):
                 self._take(entry)
@@ -355,13 +372,13 @@ class _ProgressWatcher:
             self.total_steps = entry["total_steps"]
         if isinstance(entry.get("current_steps"), int) and ("loss" in entry or "eval_loss" in entry):
             self.steps_done = max(self.steps_done, entry["current_steps"])
-        if isinstance(entry.get("loss"), int | float):
+        if _small_number(entry.get("loss")):
             self.loss = float(entry["loss"])
-        if isinstance(entry.get("eval_loss"), int | float):
+        if _small_number(entry.get("eval_loss")):
             self.eval_loss = float(entry["eval_loss"])
         for key in ("vram_allocated", "vram_reserved"):
             value = entry.get(key)
-            if isinstance(value, int | float):
+            if _small_number(value):
                 attr = f"{key}_gib"
                 current = getattr(self, attr)
                 value = float(value) + 0.0  # -0.0 (seen on CPU) reads as 0.0
@@ -419,6 +436,20 @@ def _stop_everything(proc: subprocess.Popen[bytes], tree: ProcessTreeRss, grace_
 
 
 # --- Reading the results ---------------------------------------------------------------------------------------
+
+
+def _read_change(path: Path) -> dict[str, Any]:
+    """The config's ``change.json`` (from ``oomdoctor patch``), read through the input layer: {} when there
+    is none, BadInput (nothing run) when it is not a small JSON object."""
+    if not path.exists() and not path.is_symlink():
+        return {}
+    return inputs.read_json_object(path, what="change.json")
+
+
+def _run_folders(config: ConfigFacts, run_dir: Path) -> dict[str, Path]:
+    from oomdoctor.patch.writer import run_folders
+
+    return run_folders(dict(config.raw), run_dir)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -524,22 +555,22 @@ def run_trial(
         raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))
     config_file = Path(config_path).expanduser()
     config = read_config(config_file)
-    folder = Path(out_dir).expanduser()
-    if folder.exists():
-        raise BadInput(msg("out_exists", None, path=folder))
+    inputs.check_new_folder(out_dir)
     change_file = config_file.resolve().parent / CHANGE
-    change = _read_json(change_file) if change_file.is_file() else {}
+    change = _read_change(change_file)
     run_dir = Path(cwd).expanduser().resolve() if cwd is not None else _run_dir_for(config)
+    folder = inputs.check_new_folder(out_dir, protected=_run_folders(config, run_dir))
     launcher_env, command = parse_launcher(launcher)
-    # the patch's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is part of the change being tried
-    change_env = change.get("env") if isinstance(change.get("env"), dict) else {}
-    env_overrides = {**{str(k): str(v) for k, v in change_env.items()}, **launcher_env, **TRIAL_ENV}
-    env = {**os.environ, **env_overrides}
+    # the patch's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is part of the change being tried: memory
+    # settings only (trial/env.py), never PATH or LD_PRELOAD from a folder someone else prepared
+    change_env = allowed_change_env(change.get("env"), path=change_file)
+    processes = TrialProcesses()
+    env_overrides = {**change_env, **launcher_env, **TRIAL_ENV}
+    env = {**os.environ, **env_overrides, **processes.env}
     program = resolve_program(command[0], env.get("PATH"))
     if program is None:
         raise BadInput(msg("launcher_not_found", None, program=command[0]))
 
-    folder = folder.resolve()  # resolve(strict=False): the folder does not exist yet
     files = TrialFolder(folder)
     output_dir = files.output_dir
     trial_config = files.config
@@ -548,18 +579,20 @@ def run_trial(
     if probe_run is not None:
         keys.update(probe_run.plan.changes)
     text, overrides = trial_config_text(config_file, keys)
-    folder.mkdir(parents=True)
+    inputs.make_new_folder(folder)
     if probe_run is not None:
         probe_run.plan.write()
         on_line = probe_run.line_hook(on_line)
     trial_config.write_text(text, encoding="utf-8")
-    if change_file.is_file():
-        shutil.copyfile(change_file, files.change)
+    if change:  # the bytes already read and checked, not the path again (it may have changed since)
+        files.change.write_text(json.dumps(change, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     argv = [program, *command[1:], str(trial_config)]
 
     source = NvmlSource() if source is None else source
     gpu = read_gpu(source)
     others = _other_processes(gpu)
+    if on_line is not None and change_env:  # what the folder's change.json sets, before anything runs
+        on_line("[oomdoctor] " + msg("env_applied", None, pairs=shown_env(change_env)))
     if others and on_line is not None:
         listing = ", ".join(f"GPU {p['gpu']} pid {p['pid']} ({p['used_mib'] or 0:,.0f} MiB)" for p in others)
         on_line("[oomdoctor] " + msg("trial_other_processes", None, listing=listing))
@@ -568,7 +601,7 @@ def run_trial(
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
     proc = subprocess.Popen(
-        argv,
+        processes.wrap(argv),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -627,6 +660,7 @@ def run_trial(
         stopped = interrupted = True
     finally:
         survivors = _stop_everything(proc, tree, grace_s)
+        survivors += processes.stop_all(grace_s)  # left the group and the tree: the marker, the cgroup
         wall_s = (ended if ended is not None else time.monotonic()) - started
         sampler.stop()
         streamer.join(timeout_s=10)
