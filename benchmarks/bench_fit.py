@@ -110,24 +110,43 @@ def run_hf(root: Path, config: dict[str, Any], cli: Path, cap: list[str], env: d
     wall = time.monotonic() - started
     text = done.stdout + done.stderr
     (root / "hf.log").write_text(text, encoding="utf-8")
-    sizes = [int(m) for m in re.findall(r"Currently training with a batch size of: (\d+)", text)]
-    final = sizes[-1] if sizes else BATCH
-    return {"tries": max(1, len(sizes)), "wall_s": wall, "micro_batch": final, "accumulation": ACCUMULATION,
-            "effective_batch": final * ACCUMULATION, "kept": final * ACCUMULATION == BATCH * ACCUMULATION,
+    # each retry starts training again; the Trainer logs the batch it settled on and the total batch
+    tries = text.count("***** Running training *****")
+    per_device = [int(m) for m in re.findall(r"Instantaneous batch size per device = (\d+)", text)]
+    adjusted = [int(m) for m in re.findall(r"batch size has been adjusted to: (\d+)", text)]
+    totals = [int(m) for m in re.findall(r"Total train batch size \(w\. parallel, distributed & accumulation\) = (\d+)", text)]
+    final = adjusted[-1] if adjusted and tries > 1 else (per_device[-1] if per_device else BATCH)
+    effective = totals[-1] if totals else final * ACCUMULATION
+    return {"tries": tries, "wall_s": wall, "micro_batch": final, "accumulation": ACCUMULATION,
+            "effective_batch": effective, "kept": effective == BATCH * ACCUMULATION,
             "epoch_ok": done.returncode == 0 and "***** train metrics *****" in text, "exit": done.returncode}  # fmt: skip
 
 
 def run_fit(root: Path, user: Path, budget_mib: int, launcher: str, cli: Path, cap: list[str],
             env: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+    """A probe at micro-batch 1 calibrates this setting (a fresh machine has no calibration), then fit, then the
+    winner's full epoch; the calibration probe counts as a try."""
+    import yaml
+
     started = time.monotonic()
+    small = root / "calibrate.yaml"
+    raw = yaml.safe_load(user.read_text(encoding="utf-8"))
+    small.write_text(yaml.safe_dump({**raw, "per_device_train_batch_size": 1,
+                                     "gradient_accumulation_steps": BATCH * ACCUMULATION}), encoding="utf-8")  # fmt: skip
+    oom_env = {**env, "PYTHONPATH": str(REPO / "src")}
+    probe = subprocess.run([sys.executable, "-m", "oomdoctor.cli", "--lang", "en", "trial", "--config", str(small),
+                            "--probe", "--out", str(root / "calibration-probe"), "--launcher", launcher],
+                           capture_output=True, text=True, cwd=root, env=oom_env)  # fmt: skip
+    if probe.returncode != 0:
+        print(probe.stdout[-2000:], probe.stderr[-2000:], file=sys.stderr)
     done = subprocess.run([sys.executable, "-m", "oomdoctor.cli", "--lang", "en", "fit", "--config", str(user),
                            "--out", str(root / "fit"), "--gpu-mib", str(budget_mib), "--margin", "0.05",
                            "--launcher", launcher, "--json"], capture_output=True, text=True, cwd=root,
-                          env={**env, "PYTHONPATH": str(REPO / "src")})  # fmt: skip
+                          env=oom_env)  # fmt: skip
     fit_wall = time.monotonic() - started
     if done.returncode != 0:
         print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
-        return {"tries": None, "wall_s": fit_wall, "epoch_ok": False, "exit": done.returncode}
+        return {"tries": 1, "wall_s": fit_wall, "epoch_ok": False, "exit": done.returncode}
     result = json.loads(done.stdout)
     winner = result["winner"]
     epoch_start = time.monotonic()
@@ -136,7 +155,7 @@ def run_fit(root: Path, user: Path, budget_mib: int, launcher: str, cli: Path, c
     epoch_wall = time.monotonic() - epoch_start
     text = epoch.stdout + epoch.stderr
     (root / "fit-epoch.log").write_text(text, encoding="utf-8")
-    return {"tries": result["probes"], "wall_s": fit_wall + epoch_wall, "fit_wall_s": fit_wall,
+    return {"tries": 1 + result["probes"], "wall_s": fit_wall + epoch_wall, "fit_probes": result["probes"], "fit_wall_s": fit_wall,
             "micro_batch": winner["micro_batch"], "accumulation": winner["accumulation"],
             "effective_batch": result["effective_batch_after"], "kept": result["effective_batch_kept"],
             "epoch_ok": epoch.returncode == 0 and "***** train metrics *****" in text, "exit": epoch.returncode,
@@ -152,7 +171,7 @@ def table(hf: dict[str, Any], fit: dict[str, Any]) -> str:
             return f"{value:.1f}"
         return "-" if value is None else str(value)
 
-    rows = [("tries (runs that met the long rows)", "tries"), ("wall seconds, to a finished epoch", "wall_s"),
+    rows = [("tries (runs or probes before the epoch)", "tries"), ("wall seconds, to a finished epoch", "wall_s"),
             ("micro-batch found", "micro_batch"), ("gradient accumulation", "accumulation"),
             ("effective batch (was 8)", "effective_batch"), ("effective batch kept", "kept"),
             ("found batch survived the full epoch", "epoch_ok")]  # fmt: skip
