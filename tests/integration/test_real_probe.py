@@ -4,10 +4,11 @@ dataset whose long rows come last, under an address-space cap (``prlimit --as``)
 - A plain 3-step trial of the config passes under the cap: its first steps see short rows only.
 - The 3-step probe of the same config under the same cap runs out at the longest batch (the derived dataset puts
   the long rows first), and ``diagnose`` on the probe's own log places it and proposes the course's change.
-- Probes without a cap calibrate the estimate (CPU RSS): the fitted constants reproduce their own peaks within
-  5 %, and the estimate calibrated at batch 2 predicts batch 4's measured peak within 10 %.
-- ``fit`` under the cap, calibrated by those probes, finds a batch with the effective batch kept using at most
-  two probes, and a full epoch of the winner then passes under the same cap.
+- A probe at micro-batch 1 without the cap calibrates the estimate (CPU RSS): the fitted constants reproduce its
+  own peaks within 5 %; ``estimate`` and ``diagnose`` say they use it.
+- ``fit`` under the cap, calibrated by that probe, finds a batch with the effective batch kept using at most two
+  probes; the calibrated estimate predicts the verifying probe (another batch size) within 10 %; a full epoch of
+  the winner then passes under the same cap.
 
 The cap is the address space the same command needs up to "Running training" (measured here) plus a slack
 the short batches fit in and the batch of the four long rows (about 4 x 1.3k tokens x 16k x 4 B per logits
@@ -117,55 +118,36 @@ def test_a_probe_meets_the_late_long_rows_that_a_plain_trial_misses(world: dict[
     assert proposal["changes"]["gradient_accumulation_steps"] == [1, 2]
 
 
-def test_probes_calibrate_the_estimate_of_another_batch_size(world: dict[str, Any]) -> None:
+def test_a_probe_calibrates_and_fit_finds_a_batch_that_survives_a_full_epoch(world: dict[str, Any]) -> None:
     from oomdoctor.estimate.calibrate import Calibration, predicted, probe_lengths, probe_points, split_phases
     from oomdoctor.facts.config import read_config
     from oomdoctor.facts.model import read_model
 
     root = world["root"]
-    runs = {}
-    for batch in (2, 4):
-        path = _config_with(world, f"b{batch}", per_device_train_batch_size=batch)
-        done = _oomdoctor(world, "trial", "--config", str(path), "--probe", "--out", str(root / f"cal-b{batch}"),
-                          "--launcher", world["plain"], "--timeout", "300")  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        runs[batch] = root / f"cal-b{batch}"
-    calibration_file = runs[2] / "calibration.json"
-    calibration = Calibration.from_json(json.loads(calibration_file.read_text(encoding="utf-8")))
-    assert _result(runs[2])["calibration"]["from_calibration"] == calibration.fitted
+    # the user's run: one full epoch, validating and saving at its end
+    user = _config_with(world, "epoch", max_steps=None, eval_steps=100, save_steps=100)
+    small = _config_with(world, "b1", max_steps=None, eval_steps=100, save_steps=100, per_device_train_batch_size=1,
+                         gradient_accumulation_steps=BATCH)  # fmt: skip
+    probe = _oomdoctor(world, "trial", "--config", str(small), "--probe", "--out", str(root / "cal-b1"),
+                       "--launcher", world["plain"], "--timeout", "300")  # fmt: skip
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    calibration = Calibration.from_json(json.loads((root / "cal-b1" / "calibration.json").read_text(encoding="utf-8")))
+    assert _result(root / "cal-b1")["calibration"]["from_calibration"] == calibration.fitted
     assert {"activation_scale", "context_mib"} <= set(calibration.fitted)
     for point in calibration.points:  # the fitted constants reproduce the peaks they came from
         assert point["after_mib"] == pytest.approx(point["measured_mib"], rel=0.05), point
 
-    record = _result(runs[4])
-    config = read_config(runs[4] / "config.yaml")
-    phases = split_phases(config, read_model(config), probe_lengths(record))
-    train = next(p for p in probe_points(record, phases) if p.phase == "train")
-    calibrated = predicted(train, calibration.constants)
-    assert calibrated == pytest.approx(train.measured_mib, rel=0.10), (calibrated, train.measured_mib)
-
-    shown = _oomdoctor(world, "estimate", "--config", str(runs[2] / "config.yaml"), "--json")
+    shown = _oomdoctor(world, "estimate", "--config", str(user), "--json")
     assert shown.returncode == 0, shown.stderr
     estimate = json.loads(shown.stdout)
     assert estimate["calibration"] is not None, "the same setting's calibration is used"
     assert set(estimate["calibration"]["from_calibration"]) >= {"activation_scale", "context_mib"}
     assert "calibrated by trial" in estimate["calibration"]["text"]["en"]
-    diagnosed = _oomdoctor(world, "diagnose", "--config", str(runs[2] / "config.yaml"), "--log",
-                           str(runs[2] / "train.log"), "--json")  # fmt: skip
+    diagnosed = _oomdoctor(world, "diagnose", "--config", str(root / "cal-b1" / "config.yaml"), "--log",
+                           str(root / "cal-b1" / "train.log"), "--json")  # fmt: skip
     findings = {f["id"]: f for f in json.loads(diagnosed.stdout)["findings"]}
     assert "calibrated by trial" in findings["estimate.calibrated"]["text"]["en"]
 
-
-def test_fit_finds_a_batch_that_survives_a_full_epoch_under_the_cap(world: dict[str, Any]) -> None:
-    from oomdoctor.estimate.calibrate import find_calibration
-    from oomdoctor.facts.config import read_config
-
-    root = world["root"]
-    # the user's run: one full epoch, validating and saving at its end
-    user = _config_with(world, "epoch", max_steps=None, eval_steps=100, save_steps=100)
-    calibration = find_calibration(read_config(user), "host")
-    if calibration is None:
-        pytest.skip("needs the calibration of the probes above (run the module)")
     budget = calibration.constants["context_mib"] + SLACK_MIB  # the cap above loading, in resident terms
     out = root / "fit"
     done = _oomdoctor(world, "fit", "--config", str(user), "--out", str(out), "--gpu-mib", f"{budget:.0f}",
@@ -182,6 +164,14 @@ def test_fit_finds_a_batch_that_survives_a_full_epoch_under_the_cap(world: dict[
     ran = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
     assert ran["per_device_train_batch_size"] == winner["micro_batch"]
     assert (out / "change.json").is_file() and (out / "config.diff").read_text().startswith("---")
+
+    # the estimate calibrated at micro-batch 1 predicts the winner's probe (another batch size) within 10 %
+    verified = Path(fitted["tried"][-1]["folder"]) / "probe"
+    record = _result(verified)
+    config = read_config(verified / "config.yaml")
+    phases = split_phases(config, read_model(config), probe_lengths(record))
+    train = next(p for p in probe_points(record, phases) if p.phase == "train")
+    assert predicted(train, calibration.constants) == pytest.approx(train.measured_mib, rel=0.10)
 
     epoch = subprocess.run([world["prlimit"], f"--as={world['cap_mib'] * 2**20}", str(world["cli"]), "train",
                             str(out / "config.yaml")], capture_output=True, text=True, env=world["env"],
