@@ -348,6 +348,7 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
         return None
     try:
         from oomdoctor.estimate import estimate, with_changes
+        from oomdoctor.estimate.calibrate import calibration_of
     except ImportError:
         return None
     phase = ESTIMATE_PHASE.get(facts.derived.phase)
@@ -362,6 +363,7 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
             facts.model,
             data=facts.data,
             gpu_total_mib=facts.derived.capacity_mib,
+            calibration=calibration_of(facts.estimate),  # a probe's calibration, when the estimate had one
         )
     except Exception as err:  # the estimate is a help, never a reason for the diagnosis to fail
         return EstimatedEffect(before_mib=before, note=both("effect_unavailable", error=str(err)[:200]))
