@@ -710,7 +710,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "cal_headline_no_points": {"en": "calibrated by trial {trial}", "zh": "已按试跑 {trial} 校准"},
     "cal_no_points": {"en": "trial {trial} measured no usable peak (no milestone passed, or no samples): nothing to calibrate from", "zh": "试跑 {trial} 没有可用的峰值测量(没有通过任何关卡,或没有采样):无法校准"},
     "cal_cache_unwritable": {"en": "cannot write the calibration cache {path}: {detail}", "zh": "无法写入校准缓存 {path}:{detail}"},
-    "cal_written": {"en": "Calibrated from this probe ({fitted}): {constants}; saved to {path}", "zh": "已根据本次探测校准({fitted}):{constants};已保存到 {path}"},
+    "cal_written": {"en": "Estimate {fitted}; fitted {constants}; saved to {path} and the user cache", "zh": "估算{fitted};拟合结果 {constants};已保存到 {path} 和用户缓存"},
     "cal_point": {"en": "  {phase:<5} {kind:<10} measured {measured:>9,.0f} MiB  model {before:>9,.0f}  calibrated {after:>9,.0f}", "zh": "  {phase:<5} {kind:<10} 实测 {measured:>9,.0f} MiB  模型 {before:>9,.0f}  校准后 {after:>9,.0f}"},
     "est_calibrated": {"en": "Calibrated: {text} (constants from calibration: {names})", "zh": "已校准:{text}(来自校准的常数:{names})"},
     "fit_title": {"en": "The largest batch that fits: micro-batch {batch}, accumulation {accumulation}, eval batch {eval_batch}", "zh": "放得下的最大批次:单卡 batch {batch},梯度累积 {accumulation},验证 batch {eval_batch}"},
