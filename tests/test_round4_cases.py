@@ -225,6 +225,19 @@ def test_round4_cases_file_is_well_formed() -> None:
     assert sum(c["cause"] == "none" for c in cases) >= 4, "at least four negative controls"
 
 
+def test_round4_fix_kinds_name_rules_that_exist() -> None:
+    """Every kind of fix a case accepts is a rule of rules/ (or a family of them, ``family.*``)."""
+    from oomdoctor.rules.loader import load_rules
+
+    rule_ids = {loaded.node.id for loaded in load_rules()}
+    for case in _cases():
+        for kind in case.get("fix_kinds") or []:
+            known = kind in rule_ids or (
+                kind.endswith(".*") and any(r.startswith(kind[:-1]) for r in rule_ids)
+            )
+            assert known, f"{case['id']}: {kind} is no rule"
+
+
 def test_round4_scores_do_not_fall() -> None:
     totals = score(_cases())
     found, stated = totals["numbers"]
