@@ -30,7 +30,7 @@ CASES = Path(__file__).resolve().parent / "cases" / "real_round4.yaml"
 EARLIER = ("real_extra.yaml", "real_holdout.yaml")
 
 # Floors at the scores measured BEFORE the issue-8 capability work (commit 1014eba, see the case file's header):
-# right 13/47, asked 17, wrong 17, 148/154 numbers, 16/47 first proposals of the thread's kind. The lead raises
+# right 13/47, asked 17, wrong 17, 148/157 numbers, 16/47 first proposals of the thread's kind. The lead raises
 # them to the AFTER scores once that work has landed; a change that lowers one is a regression.
 REQUIRED_RIGHT = 13
 MAX_WRONG = 17
@@ -61,6 +61,10 @@ NUMBER_FIELDS = {
     "allocated": "allocated_mib",
     "reserved": "reserved_mib",
     "reserved_unallocated": "reserved_unallocated_mib",
+    # Stated by some messages, with no LogFacts field today (counted unread until the reader keeps them):
+    "allowed": "allowed_mib",  # old format "11.93 GiB allowed" (a per-process memory fraction)
+    "private_pools": "private_pools_mib",  # "with N allocated in private pools (e.g., CUDA Graphs)"
+    "current_active": "current_active_mib",  # Ascend NPU "N current active"
 }
 _UNITS = {"B": 1 / 1024**2, "KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0, "TiB": 1024.0**2}
 _SIZE = re.compile(r"^\s*([\d.]+)\s*(B|KiB|MiB|GiB|TiB)\s*$")
@@ -129,7 +133,7 @@ def numbers_parsed(case: dict[str, Any]) -> tuple[int, int, list[str]]:
                 misses += [] if ok else [f"Process {pid}"]
             continue
         stated += 1
-        value = getattr(facts, NUMBER_FIELDS[key])
+        value = getattr(facts, NUMBER_FIELDS[key], None)
         ok = value is not None and abs(value - _mib(text)) < 0.1
         found += ok
         misses += [] if ok else [f"{key} {text} (read {value})"]
