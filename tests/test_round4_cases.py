@@ -30,12 +30,12 @@ CASES = Path(__file__).resolve().parent / "cases" / "real_round4.yaml"
 EARLIER = ("real_extra.yaml", "real_holdout.yaml")
 
 # Floors at the scores measured BEFORE the issue-8 capability work (commit 1014eba, see the case file's header):
-# right 13/47, asked 17, wrong 17, 148/157 numbers, 16/47 first proposals of the thread's kind. The lead raises
+# right 13/49, asked 18, wrong 18, 152/163 numbers, 17/49 first proposals of the thread's kind. The lead raises
 # them to the AFTER scores once that work has landed; a change that lowers one is a regression.
 REQUIRED_RIGHT = 13
-MAX_WRONG = 17
-REQUIRED_NUMBERS_PARSED = 148
-REQUIRED_FIX_KIND = 16
+MAX_WRONG = 18
+REQUIRED_NUMBERS_PARSED = 152
+REQUIRED_FIX_KIND = 17
 # The target of issue 8 on cases the tool was not tuned on (printed beside the score, not asserted here).
 TARGET_RIGHT_SHARE = 0.90
 TARGET_WRONG_SHARE = 1 / 30
