@@ -87,12 +87,12 @@ def _diagnosis(case: dict[str, Any]) -> Any:
     """The diagnosis from the reporter's config fields and the excerpt as the log (none where the thread has
     no log at all, ``no_log: true``; a negative control's log is read like any other)."""
     from oomdoctor.facts.log import parse_log_text
+    from oomdoctor.rules.assemble import facts_of
     from oomdoctor.rules.engine import diagnose
-    from oomdoctor.rules.facts import Facts
 
     config, _ = _case_facts(case)
     log = None if case.get("no_log") else parse_log_text(case["log_excerpt"])
-    return diagnose(Facts(config=config, log=log))
+    return diagnose(facts_of(config=config, log=log))
 
 
 def verdict(case: dict[str, Any], diagnosis: Any) -> str:
