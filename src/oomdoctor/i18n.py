@@ -753,7 +753,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "wr_run": {"en": "pid {pids}  step {step} / {total}  loss {loss}  ETA {eta}", "zh": "pid {pids}  第 {step} / {total} 步  loss {loss}  剩余 {eta}"},
     "wr_next": {"en": "next validation at step {eval}, next save at step {save}", "zh": "下次验证在第 {eval} 步,下次保存在第 {save} 步"},
     "wr_pool": {"en": "{used} / {limit} MiB  peak {peak}  left {left} MiB", "zh": "{used} / {limit} MiB  峰值 {peak}  剩余 {left} MiB"},
-    "wr_phase_lines": {"en": "estimate: validation would reach {eval} MiB, the longest batch {batch} MiB", "zh": "估算:验证会到 {eval} MiB,最长批次会到 {batch} MiB"},
+    "wr_phase_lines": {"en": "estimate: validation would reach {eval} MiB, the longest batch {batch} MiB, the next save {save} MiB", "zh": "估算:验证会到 {eval} MiB,最长批次会到 {batch} MiB,下次保存会到 {save} MiB"},
     "wr_limit_card": {"en": "the card", "zh": "显卡"},
     "wr_limit_rlimit_as": {"en": "host memory, address-space limit of the training (prlimit --as)", "zh": "主机内存,训练进程的地址空间上限(prlimit --as)"},
     "wr_limit_cgroup": {"en": "host memory, cgroup limit", "zh": "主机内存,cgroup 上限"},
