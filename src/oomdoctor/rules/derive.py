@@ -11,6 +11,7 @@ import math
 import re
 from typing import Any
 
+from oomdoctor.facts.account import account_of, fragmentation_is_real
 from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.questions import yes_no
@@ -63,7 +64,10 @@ DERIVED_FACTS: dict[str, str] = {
     "cutoff_candidate_source": "p99 / estimate",
     "cutoff_candidate_truncated": "samples cutoff_candidate would cut, when the lengths were counted at that "
     "cutoff (None: not counted)",
-    "reserve_would_fit": "free + reserved-but-unallocated >= the request: the memory was there, in pieces",
+    "reserve_would_fit": "the unused reserve is a real share of the card (facts/account.py) and, with what was "
+    "free, would have served the request had it been in one piece: the memory was there, in pieces",
+    "other_process_whose": "whose the memory outside this run is: stranger (another job), unclear (a listed "
+    "process that may be this run's own: another rank, its vLLM engine, this notebook's kernel), None: none",
 }
 
 # How the log's OOM kind maps to the memory that ran out, when the log reader does not say (ran_out_of).
@@ -84,9 +88,6 @@ MEMORY_KIND_BY_OOM_KIND: dict[str, str] = {
 COMPUTE_ALLOCATOR_KINDS: frozenset[str] = frozenset({"cpu_alloc"})
 COMPUTE_PHASES: frozenset[str] = frozenset({"first_batch", "long_sample", "eval"})
 
-# A container may show the failing process as "Process N has X in use" (its host pid). Its own use is
-# PyTorch's reserved memory plus the CUDA context, which is at most this much (older CUDA: about 1.3 GiB).
-CUDA_CONTEXT_MAX_MIB = 1536.0
 # An NVML device is the card from the log when their sizes agree within this fraction.
 SAME_CARD_TOLERANCE = 0.02
 BYTES_PER_PARAM_16BIT = 2
@@ -297,37 +298,33 @@ def bf16_of_card_name(name: str) -> bool | None:
 
 
 def _other_processes(facts: Facts) -> tuple[float | None, list[int], int | None]:
-    """(MiB other processes held, their pids, the pid that is the failing process itself)."""
+    """(MiB other processes held, their pids, the pid that is the failing process itself): from the OOM
+    message read as an account of the card (facts/account.py), else NVML's processes on the failing card."""
     log = facts.log
+    acc = account_of(log)
+    if acc is not None and (acc.listed or acc.self_pid is not None):
+        return acc.listed_mib, [p.pid for p in acc.listed], acc.self_pid
+    if acc is not None and acc.stranger_mib > 0:
+        return acc.stranger_mib, [], None  # no process list: what lies outside this run's reserve
     if log is not None and log.other_processes:
-        listed = list(log.other_processes)
-        self_pid = None
-        if log.process_in_use_mib is None:
-            own = log.reserved_mib
-            if own is None and log.allocated_mib is not None:
-                own = log.allocated_mib + (log.reserved_unallocated_mib or 0.0)
-            if own is not None:
-                matches = [p for p in listed if own - 1.0 <= p.used_mib <= own + CUDA_CONTEXT_MAX_MIB]
-                if not matches and log.capacity_mib is not None and log.free_mib is not None:
-                    # the card's memory in use (capacity - free) cannot hold this process's own reserved
-                    # memory AND a listed process as large: that entry is this process (its CUDA context
-                    # and NCCL buffers can exceed CUDA_CONTEXT_MAX_MIB on big multi-GPU jobs)
-                    in_use = log.capacity_mib - log.free_mib
-                    slack = SAME_CARD_TOLERANCE * log.capacity_mib
-                    matches = [
-                        p for p in listed if p.used_mib >= own - 1.0 and own + p.used_mib > in_use + slack
-                    ]
-                if matches:
-                    mine = min(matches, key=lambda p: abs(p.used_mib - own))
-                    self_pid = mine.pid
-                    listed = [p for p in listed if p is not mine]
-        return sum(p.used_mib for p in listed), [p.pid for p in listed], self_pid
+        return sum(p.used_mib for p in log.other_processes), [p.pid for p in log.other_processes], None
     if log is not None and log.oom:
         device = _failing_device(facts)
         if device is not None and device.processes:
             used = [p for p in device.processes if p.used_mib]
             return sum(p.used_mib or 0.0 for p in used), [p.pid for p in used], None
     return None, [], None
+
+
+def _other_process_whose(facts: Facts) -> str | None:
+    """stranger / unclear (a listed process that may be this run's own) / None: see ``DERIVED_FACTS``."""
+    acc = account_of(facts.log)
+    if acc is not None and (acc.listed or acc.self_pid is not None or acc.stranger_mib > 0):
+        big = [p for p in acc.listed if p.whose in ("stranger", "unclear")]
+        if any(p.whose == "unclear" for p in big):
+            return "unclear"
+        return "stranger" if big or acc.stranger_mib > 0 else None
+    return "stranger" if _other_processes(facts)[0] else None  # NVML: processes alive on this machine now
 
 
 def _world_size(facts: Facts) -> int | None:
@@ -479,9 +476,7 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
     else:
         cutoff = _cutoff_candidate(facts)
 
-    reserve_fits = None
-    if log is not None and log.requested_mib is not None and log.free_mib is not None:
-        reserve_fits = log.free_mib + (log.reserved_unallocated_mib or 0.0) >= log.requested_mib
+    reserve_fits = fragmentation_is_real(account_of(log))
 
     memory_kind, memory_kind_source = _memory_kind(facts, phase)
     card_name = device.name if device is not None else (log.card_name if log is not None else None)
@@ -515,4 +510,5 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
         "cutoff_candidate_source": cutoff[1],
         "cutoff_candidate_truncated": cutoff[2],
         "reserve_would_fit": reserve_fits,
+        "other_process_whose": _other_process_whose(facts),
     }

@@ -18,6 +18,7 @@ from typing import Any
 
 from oomdoctor.diagnosis import Answer, Diagnosis, EstimatedEffect, Finding, Proposal, Question
 from oomdoctor.errors import BadInput
+from oomdoctor.facts.account import account_json, account_of
 from oomdoctor.facts.types import ConfigFacts, to_jsonable
 from oomdoctor.i18n import LANGS, both, msg
 from oomdoctor.rules import operators
@@ -799,6 +800,7 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
         "capacity_mib": (log.capacity_mib if log is not None else None) or facts.gpu_total_mib,
         "free_mib": log.free_mib if log is not None else None,
         "reserved_unallocated_mib": log.reserved_unallocated_mib if log is not None else None,
+        "account": account_json(account_of(log)),
     }
     findings = fact_findings(facts)
     if not d["oom"]:
