@@ -21,6 +21,7 @@ from typing import Any
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.log_oom import parse_oom_numbers
 from oomdoctor.facts.log_phase import Frame, decide, text
+from oomdoctor.facts.log_reassemble import reassemble
 from oomdoctor.facts.log_scan import LogScanner, Run
 from oomdoctor.facts.log_tables import Tables, tables
 from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary
@@ -70,7 +71,7 @@ def parse_log_text(text: str, *, path: str | None = None) -> LogFacts:
     if records is not None:
         return _facts_from(LogScanner(), path=path, trainer_log=records, bytes_read=len(text))
     scanner = LogScanner()
-    scanner.feed_text(text)
+    scanner.feed_text(reassemble(text))
     return _facts_from(scanner, path=path, bytes_read=len(text))
 
 
