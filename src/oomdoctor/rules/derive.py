@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from oomdoctor.facts.account import account_of, fragmentation_is_real
+from oomdoctor.facts.logits import logits_frame, request_is_logits
 from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.questions import yes_no
@@ -66,6 +67,10 @@ DERIVED_FACTS: dict[str, str] = {
     "cutoff (None: not counted)",
     "reserve_would_fit": "the unused reserve is a real share of the card (facts/account.py) and, with what was "
     "free, would have served the request had it been in one piece: the memory was there, in pieces",
+    "logits_evidence": "frame (a function over the full-vocabulary logits among the failure's innermost frames) / "
+    "size (the request is micro-batch x padded length x vocabulary x 4 or 2 bytes, x2 for DPO/KTO pairs) / None",
+    "dominant_cause": "what the failing step's biggest term is: logits when logits_evidence says so, else the "
+    "estimate's dominant term (logits / activations / weights / optimizer_state); None when neither tells",
     "other_process_whose": "whose the memory outside this run is: stranger (another job), unclear (a listed "
     "process that may be this run's own: another rank, its vLLM engine, this notebook's kernel), None: none",
 }
@@ -431,6 +436,34 @@ def _cutoff_candidate(facts: Facts) -> tuple[int | None, str | None, int | None]
     return candidate, source, truncated
 
 
+_CAUSE_OF_TERM = {
+    "logits_loss": "logits",
+    "activations": "activations",
+    "weights": "weights",
+    "trainable_state": "optimizer_state",
+}
+
+
+def _logits_evidence(facts: Facts, micro_batch: int | None, padded: int | None) -> str | None:
+    """frame / size / None: see ``DERIVED_FACTS`` (the logic is facts/logits.py)."""
+    log, config, model = facts.log, facts.config, facts.model
+    if log is None:
+        return None
+    if logits_frame(log.frames):
+        return "frame"
+    lengths = [n for n in (padded, config.cutoff_len if config else None) if n]
+    vocab = model.vocab_size if model is not None else None
+    stage = config.stage if config is not None else None
+    return "size" if request_is_logits(log.requested_mib, micro_batch, lengths, vocab, stage) else None
+
+
+def _dominant_cause(facts: Facts, logits_evidence: str | None) -> str | None:
+    if logits_evidence is not None:
+        return "logits"
+    est = facts.estimate
+    return _CAUSE_OF_TERM.get(est.dominant_term) if est is not None else None
+
+
 def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
     """Compute every ``derived.<name>`` in ``DERIVED_FACTS`` from the facts and the user's answers.
 
@@ -479,6 +512,7 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
     reserve_fits = fragmentation_is_real(account_of(log))
 
     memory_kind, memory_kind_source = _memory_kind(facts, phase)
+    logits_evidence = _logits_evidence(facts, micro_batch, padded)
     card_name = device.name if device is not None else (log.card_name if log is not None else None)
     eval_batch = _eval_batch(facts)
     return {
@@ -511,4 +545,6 @@ def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
         "cutoff_candidate_truncated": cutoff[2],
         "reserve_would_fit": reserve_fits,
         "other_process_whose": _other_process_whose(facts),
+        "logits_evidence": logits_evidence,
+        "dominant_cause": _dominant_cause(facts, logits_evidence),
     }

@@ -646,6 +646,8 @@ def _evidence_cause(facts: Facts) -> str:
     d = facts.derived
     if d["memory_kind"] == "host":
         return "host_ram"
+    if d.get("dominant_cause") and d["phase"] in ("first_batch", "long_sample"):
+        return d["dominant_cause"]  # a logits frame or request, else the estimate's term (derive.py)
     est = facts.estimate
     if est is not None and d["phase"] in ("first_batch", "long_sample"):
         return {
