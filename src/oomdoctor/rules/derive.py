@@ -225,10 +225,8 @@ def _memory_kind(facts: Facts, phase: str) -> tuple[str | None, str | None]:
             return "gpu", "traceback"
         if phase in ("load", "save"):
             return "gpu", "assumed"
-    if log is None and phase not in ("unknown", "none"):
-        # no log, only the user's word on where it stopped: GPU memory is what people bring here, and the
-        # question stays open in case it was host RAM
-        return "gpu", "assumed"
+    # no log, only the user's word on where it stopped: which memory ran out is asked ("GPU or host memory?")
+    # before any GPU-side change is proposed
     return None, None
 
 
