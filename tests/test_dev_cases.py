@@ -148,14 +148,14 @@ def located_or_asked(cases: list[dict[str, Any]]) -> tuple[int, int, int]:
     """Diagnose each case with everything its reporter gave (config fields + log) and print one row per case:
     the phase is right ("ok"), or unknown with the phase question asked ("asks"), or wrong. A label "other"
     is right when the phase stays unknown. (located, asked, wrong)"""
+    from oomdoctor.rules.assemble import facts_of
     from oomdoctor.rules.engine import diagnose
-    from oomdoctor.rules.facts import Facts
 
     correct = asked = wrong = 0
     print()
     for case in cases:
         config, log = _case_facts(case)
-        diagnosis = diagnose(Facts(config=config, log=log))
+        diagnosis = diagnose(facts_of(config=config, log=log))
         label = case["phase"]
         expected = LABEL_TO_PHASE.get(label, label)
         if diagnosis.phase == expected or (label == "other" and diagnosis.phase == "unknown"):
@@ -291,14 +291,14 @@ def _case_facts(case: dict[str, Any]) -> tuple[Any, Any]:
 
 def _answer_until_done(case: dict[str, Any], reporter: dict[str, str]) -> tuple[Any, list[list[str]]]:
     """Diagnose, answer what is asked as the reporter would, and again, until nothing is asked."""
+    from oomdoctor.rules.assemble import facts_of
     from oomdoctor.rules.engine import diagnose
-    from oomdoctor.rules.facts import Facts
 
     config, log = _case_facts(case)
     answers: dict[str, str] = {}
     rounds: list[list[str]] = []
     while True:
-        diagnosis = diagnose(Facts(config=config, log=log, answers=dict(answers)))
+        diagnosis = diagnose(facts_of(config=config, log=log, answers=dict(answers)))
         asked = [q.key for q in diagnosis.questions]
         if not asked:
             return diagnosis, rounds
@@ -343,17 +343,17 @@ def test_answered_dev_cases_end_with_the_maintainers_kind_of_proposal() -> None:
 
 def every_answered_phase_has_a_proposal(cases: list[dict[str, Any]]) -> None:
     """For each GPU OOM the files cannot place, every phase the user may answer leads to a proposal."""
+    from oomdoctor.rules.assemble import facts_of
     from oomdoctor.rules.engine import diagnose
-    from oomdoctor.rules.facts import Facts
     from oomdoctor.rules.questions import BUILTIN_QUESTIONS
 
     for case in cases:
         config, log = _case_facts(case)
-        first = diagnose(Facts(config=config, log=log))
+        first = diagnose(facts_of(config=config, log=log))
         if first.phase != "unknown" or first.cause == "host_ram":
             continue
         for phase in BUILTIN_QUESTIONS["phase"]:
-            answered = diagnose(Facts(config=config, log=log, answers={"phase": phase, "memory_kind": "gpu"}))
+            answered = diagnose(facts_of(config=config, log=log, answers={"phase": phase, "memory_kind": "gpu"}))
             assert answered.phase == phase
             assert answered.proposal is not None, f"{case['id']}: no proposal after phase={phase}"
 

@@ -6,7 +6,6 @@ Nothing here imports textual or the training stack; each reader fails soft where
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,52 +44,37 @@ def gather(
     data: DataFacts | None = None,
     gpu_total_mib: float | None = None,
 ) -> Facts:
-    """Read every fact we can: config, log, GPU, model shape, and the estimate built on them.
+    """Read every fact we can (config, log, GPU, model shape) and assemble them, with the estimate built
+    on the settled card and world size (``rules.assemble``).
 
     Real sample lengths come from ``data`` (measured earlier in this session), a file saved by
     ``oomdoctor lengths --json``, or the user's own numbers (``longest_tokens`` wins over the file's);
-    measuring them here would import the training stack.
+    measuring them here would import the training stack. ``gpu_total_mib`` is the user's --gpu-mib.
     """
-    from oomdoctor.estimate import estimate
     from oomdoctor.facts.config import read_config
     from oomdoctor.facts.dataset import known_lengths
     from oomdoctor.facts.gpu import read_gpu
     from oomdoctor.facts.log import read_log
     from oomdoctor.facts.model import read_model
-    from oomdoctor.rules.facts import Facts
+    from oomdoctor.rules.assemble import assemble
+    from oomdoctor.rules.facts import Readings
 
     if config_path is None and log_path is None:
         raise BadInput(msg("need_config_or_log", None))
     log = read_log(Path(log_path)) if log_path is not None else None
-    world_size = log.world_size if log is not None else None
-    config = read_config(Path(config_path), world_size=world_size) if config_path is not None else None
-    gpu = read_gpu(gpu_source)
-
-    total_mib = gpu_total_mib
-    if total_mib is None and log is not None and log.capacity_mib:
-        total_mib = log.capacity_mib  # the card that ran out is the one that matters
-    if total_mib is None and gpu.first is not None:
-        total_mib = gpu.first.total_mib
-
-    model = read_model(config) if config is not None else None
+    config = read_config(Path(config_path)) if config_path is not None else None
     if data is None:
         data = known_lengths(lengths_file, longest_tokens, eval_longest_tokens)
-    est = None
-    if config is not None and model is not None and model.hidden_size:
-        # the estimate is an optional fact: a model whose shape is only partly known diagnoses without it
-        with contextlib.suppress(BadInput):
-            est = estimate(config, model, data=data, gpu_total_mib=total_mib)
-    return Facts(
+    readings = Readings(
         config=config,
         log=log,
-        gpu=gpu,
-        model=model,
+        gpu=read_gpu(gpu_source),
+        model=read_model(config) if config is not None else None,
         data=data,
-        estimate=est,
-        answers=dict(answers or {}),
         env=dict(os.environ),
-        gpu_total_mib=total_mib,
+        capacity_mib=gpu_total_mib,
     )
+    return assemble(readings, answers)
 
 
 def run_diagnosis(

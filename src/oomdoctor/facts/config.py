@@ -9,6 +9,7 @@ the diagnosis even when the config has a typo, and the typo is itself worth repo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -415,7 +416,6 @@ def config_from_mapping(
         per_device_eval_batch_size_set=c.given("per_device_eval_batch_size"),
         gradient_accumulation_steps=accumulation,
         world_size=gpus,
-        effective_batch=train_batch * accumulation * gpus,
         cutoff_len=_positive(c, "cutoff_len"),
         packing=packing,
         fp16=fp16,
@@ -461,3 +461,21 @@ def _positive(c: _Coerce, key: str) -> int:
     if value is None or value < 1:
         raise c._bad(key, "a whole number of at least 1", "不小于 1 的整数")
     return value
+
+
+def setting(config: ConfigFacts, key: str) -> Any:
+    """The value in effect for a YAML key: the typed field, else the key as written, else LLaMA-Factory's
+    default (None when the table has none). What code outside this module reads instead of ``raw``."""
+    if key in _CONFIG_FIELDS:
+        return getattr(config, key)
+    if key in config.raw:
+        return config.raw[key]
+    return lf_defaults().get(key)
+
+
+_CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(ConfigFacts))
+
+
+def written(config: ConfigFacts, key: str) -> bool:
+    """The config itself names a value for ``key`` (a default does not count)."""
+    return config.raw.get(key) not in (None, "")

@@ -12,6 +12,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from oomdoctor.facts import launcher
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
 from oomdoctor.facts.log_text import split_prefix, strip_ansi
@@ -187,6 +188,7 @@ class Run:
     total_steps: int | None = None
     num_examples: int | None = None
     world_size: int | None = None
+    launcher_world_size: int | None = None  # what a launcher line states (facts/launcher.py)
     trainable_params: int | None = None
     all_params: int | None = None
     gradient_checkpointing_logged: bool = False
@@ -243,6 +245,30 @@ class LogScanner:
             else:
                 self._segment("", None, None, line)
 
+    def read_bar(self, line: str) -> tuple[str, int, int] | None:
+        """(description, n, total) of the progress bar a line starts with, as ``_segment`` would read it."""
+        text = strip_ansi(line)
+        if text[:1] == "[" or ": " in text[:64]:
+            text = split_prefix(text).text
+        m = _BAR.search(text) if "%|" in text else None
+        if m is None:
+            return None
+        return m.group("desc").strip().rstrip(":").strip(), int(m.group("n")), int(m.group("total"))
+
+    def bar_loop(self, desc: str, total: int) -> str:
+        """What a bar with this description and total counts now: "train", "eval", "load" or "other"."""
+        if desc:
+            if any(desc.startswith(b) for b in self.t.load_bars):
+                return "load"
+            word = desc.split()[0].rstrip(":").lower()
+            if word in self.t.train_bar_words:
+                return "train"
+            return "eval" if word in self.t.eval_bar_words else "other"
+        run = self.run
+        if run.train_total is not None:
+            return "train" if total == run.train_total else "eval"
+        return "train" if run.snap.context != "eval" else "eval"
+
     def gap(self) -> None:
         """Lines were skipped here (head and tail of a big log): nothing carries across the gap."""
         run = self.run
@@ -279,6 +305,8 @@ class LogScanner:
             if rich is None:
                 return
             text = rich
+        if launcher.HINT.search(text):  # before any return: a launch command may sit in an error line
+            run.launcher_world_size = launcher.world_size_in(text) or run.launcher_world_size
         failure = run.failure
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1

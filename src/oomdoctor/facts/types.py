@@ -75,8 +75,7 @@ class ConfigFacts:
     per_device_eval_batch_size: int = 8
     per_device_eval_batch_size_set: bool = False  # False: the default of 8 is in effect
     gradient_accumulation_steps: int = 1
-    world_size: int = 1  # GPUs taking part (from the log or the launcher); 1 when unknown
-    effective_batch: int = 8  # per_device_train_batch_size * gradient_accumulation_steps * world_size
+    world_size: int = 1  # processes taking part, as rules/assemble.py settles it; 1 when unknown
     cutoff_len: int = 2048
     packing: bool = False
     fp16: bool = False
@@ -116,6 +115,12 @@ class ConfigFacts:
     # An evaluation-only run: `llamafactory-cli eval` arguments (task/n_shot) or do_predict without do_train.
     # Anything that runs out after loading in such a run runs out in the eval phase.
     evaluation_only: bool = False
+
+    @property
+    def effective_batch(self) -> int:
+        """micro-batch x accumulation x ``world_size``: what a config-level what-if keeps constant. The run's
+        effective batch is ``Facts.derived.effective_batch`` (None while the world size is unknown)."""
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps * self.world_size
 
 
 @dataclass
@@ -161,7 +166,9 @@ class LogFacts:
     gradient_accumulation_steps: int | None = None
     total_train_batch_size: int | None = None
     num_examples: int | None = None
-    world_size: int | None = None
+    world_size: int | None = None  # LLaMA-Factory's "Process rank: N, world size: M"
+    # The processes a launcher line states: torchrun/deepspeed/accelerate arguments, WORLD_SIZE, "world size:"
+    launcher_world_size: int | None = None
     trainable_params: int | None = None
     all_params: int | None = None
     last_loss: float | None = None

@@ -8,7 +8,6 @@ computes the concrete ``{field: [old, new]}``, renders texts, and asks the estim
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import itertools
 import json
@@ -22,7 +21,6 @@ from oomdoctor.facts.account import account_json, account_of
 from oomdoctor.facts.types import ConfigFacts, to_jsonable
 from oomdoctor.i18n import LANGS, both, msg
 from oomdoctor.rules import operators
-from oomdoctor.rules.derive import derive
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import PLACEHOLDER, LoadedNode, RuleSet, load_rules
 from oomdoctor.rules.nodes import Condition, LocalText, RuleNode
@@ -66,7 +64,6 @@ ESTIMATE_PHASE: dict[str, str] = {
 # Findings are shown when the fact is worth a line, e.g. a reserved-but-unallocated block of this share of
 # the request or more.
 FRAGMENTATION_FINDING_SHARE = 0.5
-_CONFIG_FIELDS = {f.name for f in dataclasses.fields(ConfigFacts)}
 # Questions go out one tier at a time, the most decisive first: where it ran out decides which nodes apply
 # at all; which memory (and whether the weights loaded) picks the branch; card facts and the nodes' own
 # questions only choose within it. The nodes' own questions join the last tier.
@@ -140,13 +137,13 @@ def _open_builtin_keys(facts: Facts) -> list[str]:
     while loading or saving)."""
     d, answered = facts.derived, facts.answers
     open_keys = []
-    if d["phase"] == "unknown":
+    if d.phase == "unknown":
         open_keys.append("phase")
-    if d["weights_loaded"] is None:
+    if d.weights_loaded is None:
         open_keys.append("weights_loaded")
-    if d["memory_kind"] is None or d["memory_kind_source"] == "assumed":
+    if d.memory_kind is None or d.memory_kind_source == "assumed":
         open_keys.append("memory_kind")
-    if d["card_bf16"] is None:
+    if d.card_bf16 is None:
         open_keys.append("card_bf16")
     return [key for key in open_keys if key not in answered]
 
@@ -184,9 +181,7 @@ def _top_with(facts: Facts, rules: RuleSet, answers: dict[str, str]) -> str | No
     """The rule proposed if the user also gave ``answers``."""
     if not answers:
         return walk_rules(facts, rules, with_effect=False).top
-    answered = dataclasses.replace(facts, answers={**facts.answers, **answers})
-    answered.derived = derive(answered, reuse=facts.derived)
-    return walk_rules(answered, rules, with_effect=False).top
+    return walk_rules(facts.with_answers(answers), rules, with_effect=False).top
 
 
 def _answer_that_changes(
@@ -213,23 +208,13 @@ def _answer_that_changes(
 
 def old_value(field: str, facts: Facts) -> Any:
     """The value in effect: the config's (defaults applied), else the log's equivalent."""
-    config = facts.config
-    if config is not None:
-        if field in _CONFIG_FIELDS:
-            return getattr(config, field)
-        if field in config.raw:
-            return config.raw[field]
-        return _lf_default(field)
+    if facts.config is not None:
+        from oomdoctor.facts.config import setting
+
+        return setting(facts.config, field)
     if facts.log is not None and field in LOG_EQUIVALENTS:
         return getattr(facts.log, LOG_EQUIVALENTS[field])
     return None
-
-
-def _lf_default(field: str) -> Any:
-    """LLaMA-Factory's default for a key the config leaves out (facts/config.py owns the table)."""
-    from oomdoctor.facts.config import lf_defaults
-
-    return lf_defaults().get(field)
 
 
 def _as_number(value: Any, field: str) -> float:
@@ -366,7 +351,7 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
         from oomdoctor.estimate import estimate, with_changes
     except ImportError:
         return None
-    phase = ESTIMATE_PHASE.get(facts.derived.get("phase", ""))
+    phase = ESTIMATE_PHASE.get(facts.derived.phase)
     before = facts.estimate.phases.get(phase) if phase else None
     if before is None:
         phase, before = None, facts.estimate.peak_allocated_mib
@@ -377,7 +362,7 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
             with_changes(facts.config, new_values),
             facts.model,
             data=facts.data,
-            gpu_total_mib=facts.gpu_total_mib,
+            gpu_total_mib=facts.derived.capacity_mib,
         )
     except Exception as err:  # the estimate is a help, never a reason for the diagnosis to fail
         return EstimatedEffect(before_mib=before, note=both("effect_unavailable", error=str(err)[:200]))
@@ -485,10 +470,10 @@ def fact_findings(facts: Facts) -> list[Finding]:
         add("traceback_cut", "warning")
     if log is not None and not log.oom and log.other_error:
         add("other_error", "warning", error=log.other_error[:300])
-    answered_over_log = d["phase_source"] == "answer" and log is not None and log.oom
-    if answered_over_log and log.phase not in ("unknown", "none", d["phase"]):
-        add("phase_answer_over_log", answer=d["phase"], log=log.phase)
-    if log is not None and d["phase_source"] == "log" and (log.phase_evidence_text or log.phase_evidence):
+    answered_over_log = d.phase_source == "answer" and log is not None and log.oom
+    if answered_over_log and log.phase not in ("unknown", "none", d.phase):
+        add("phase_answer_over_log", answer=d.phase, log=log.phase)
+    if log is not None and d.phase_source == "log" and (log.phase_evidence_text or log.phase_evidence):
         evidence = log.phase_evidence_text or [{"en": e, "zh": e} for e in log.phase_evidence]
         out.append(
             Finding(
@@ -497,20 +482,20 @@ def fact_findings(facts: Facts) -> list[Finding]:
                     lang: msg(
                         "f_phase_evidence",
                         lang,
-                        phase=msg(f"phase_{d['phase']}", lang),
+                        phase=msg(f"phase_{d.phase}", lang),
                         evidence="; ".join(e.get(lang) or e.get("en", "") for e in evidence[:3]),
                     )
                     for lang in ("en", "zh")
                 },
             )
         )
-    if log is not None and d["phase_source"] == "schedule":
+    if log is not None and d.phase_source == "schedule":
         out.append(
             Finding(
                 id="phase_by_schedule",
                 text={
                     lang: msg(
-                        "f_phase_by_schedule", lang, phase=msg(f"phase_{d['phase']}", lang), step=log.step
+                        "f_phase_by_schedule", lang, phase=msg(f"phase_{d.phase}", lang), step=log.step
                     )
                     for lang in ("en", "zh")
                 },
@@ -525,7 +510,7 @@ def fact_findings(facts: Facts) -> list[Finding]:
         )
     if (
         log is not None
-        and d["reserve_would_fit"]
+        and d.reserve_would_fit
         and log.reserved_unallocated_mib
         and log.requested_mib
         and log.reserved_unallocated_mib >= FRAGMENTATION_FINDING_SHARE * log.requested_mib
@@ -539,44 +524,38 @@ def fact_findings(facts: Facts) -> list[Finding]:
         )
     if log is not None and log.alloc_retries:
         add("alloc_retries", "warning", count=log.alloc_retries)
-    if d["self_listed_pid"] is not None:
-        add("self_listed", pid=d["self_listed_pid"])
-    if d["other_process_mib"]:
+    if d.self_listed_pid is not None:
+        add("self_listed", pid=d.self_listed_pid)
+    if d.other_process_mib:
         add(
             "other_processes",
             "warning",
-            mib=_mib(d["other_process_mib"]),
-            pids=", ".join(str(p) for p in d["other_process_pids"]),
+            mib=_mib(d.other_process_mib),
+            pids=", ".join(str(p) for p in d.other_process_pids),
         )
-    if d["micro_batch"] and d["accumulation"] and d["effective_batch"]:
+    if d.micro_batch and d.accumulation and d.effective_batch:
         add(
             "effective_batch",
-            micro=d["micro_batch"],
-            acc=d["accumulation"],
-            world=d["world_size"] or 1,
-            effective=d["effective_batch"],
+            micro=d.micro_batch,
+            acc=d.accumulation,
+            world=d.world_size or 1,
+            effective=d.effective_batch,
         )
-    if config is not None and config.do_eval and d["eval_batch_default"]:
+    if config is not None and config.do_eval and d.eval_batch_default:
         add("eval_batch_default", micro=config.per_device_train_batch_size)
-    if (
-        config is not None
-        and (d["world_size"] or 1) > 1
-        and d["zero_stage"] is None
-        and not config.deepspeed
-        and not (log is not None and log.oom_kind == "deepspeed")
-    ):
-        add("multi_gpu_no_deepspeed", "warning", world=d["world_size"])
+    if config is not None and (d.processes_at_least or 1) > 1 and d.sharded_by is None:
+        add("multi_gpu_no_deepspeed", "warning", world=d.processes_at_least)
     if config is not None and data is not None and data.max_tokens and config.cutoff_len >= data.max_tokens:
         add("cutoff_above_longest", cutoff=config.cutoff_len, longest=data.max_tokens)
     est = facts.estimate
     if est is not None:
         weights = est.terms.get("weights")
-        if weights and facts.gpu_total_mib:
+        if weights and facts.derived.capacity_mib:
             add(
                 "weights_share",
                 weights=_mib(weights),
-                share=round(100 * weights / facts.gpu_total_mib),
-                capacity=_mib(facts.gpu_total_mib),
+                share=round(100 * weights / facts.derived.capacity_mib),
+                capacity=_mib(facts.derived.capacity_mib),
             )
         fitting = _fitting_micro_batch(facts)
         if fitting is not None:
@@ -619,8 +598,8 @@ BATCH_PHASES = ("first_batch", "long_sample")
 
 def _fitting_micro_batch(facts: Facts) -> dict[str, Any] | None:
     """The largest micro-batch the estimate says fits this card with margin, keeping the effective batch."""
-    config, model, total = facts.config, facts.model, facts.gpu_total_mib
-    if facts.derived.get("phase") not in BATCH_PHASES or config is None or model is None or not total:
+    config, model, total = facts.config, facts.model, facts.derived.capacity_mib
+    if facts.derived.phase not in BATCH_PHASES or config is None or model is None or not total:
         return None
     if facts.estimate is None:  # the model's shape did not allow an estimate: nothing to search with
         return None
@@ -636,7 +615,7 @@ def _fitting_micro_batch(facts: Facts) -> dict[str, Any] | None:
     return {
         "batch": batch,
         "accumulation": accumulation_for(config, batch),
-        "effective": config.effective_batch,
+        "effective": facts.derived.effective_batch or "?",
         "margin": round(100 * FIT_MARGIN),
         "capacity": _mib(total),
     }
@@ -644,23 +623,23 @@ def _fitting_micro_batch(facts: Facts) -> dict[str, Any] | None:
 
 def _evidence_cause(facts: Facts) -> str:
     d = facts.derived
-    if d["memory_kind"] == "host":
+    if d.memory_kind == "host":
         return "host_ram"
     if d.get("dominant_cause") and d["phase"] in ("first_batch", "long_sample"):
         return d["dominant_cause"]  # a logits frame or request, else the estimate's term (derive.py)
     est = facts.estimate
-    if est is not None and d["phase"] in ("first_batch", "long_sample"):
+    if est is not None and d.phase in ("first_batch", "long_sample"):
         return {
             "logits_loss": "logits",
             "activations": "activations",
             "weights": "weights",
             "trainable_state": "optimizer_state",
         }.get(est.dominant_term, "activations")
-    return CAUSE_BY_PHASE.get(d["phase"], "unknown")
+    return CAUSE_BY_PHASE.get(d.phase, "unknown")
 
 
 def _facts_summary(facts: Facts) -> dict[str, Any]:
-    summary: dict[str, Any] = {"derived": to_jsonable(facts.derived), "gpu_total_mib": facts.gpu_total_mib}
+    summary: dict[str, Any] = {"derived": to_jsonable(facts.derived), "capacity_mib": facts.derived.capacity_mib}
     log = facts.log
     if log is not None:
         summary["log"] = {
@@ -736,7 +715,7 @@ def walk_rules(facts: Facts, rules: RuleSet, *, with_effect: bool = True) -> Wal
     anything (a located GPU OOM always ends with advice). Proposals that would write the very same change
     as a better-ranked one are dropped."""
     walk = Walk()
-    phase = facts.derived["phase"]
+    phase = facts.derived.phase
     for fallback in (False, True):
         if fallback and walk.candidates:
             break
@@ -793,19 +772,17 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
     """Locate the OOM and propose one change (the lowest-ranked matching node), with alternatives."""
     rules = rules if rules is not None else load_rules()
     check_answers(facts.answers, rules)
-    facts = dataclasses.replace(facts, answers=dict(facts.answers))
-    facts.derived = derive(facts)
     d, log = facts.derived, facts.log
     base = {
         "step": log.step if log is not None else None,
         "requested_mib": log.requested_mib if log is not None else None,
-        "capacity_mib": (log.capacity_mib if log is not None else None) or facts.gpu_total_mib,
+        "capacity_mib": d.capacity_mib,
         "free_mib": log.free_mib if log is not None else None,
         "reserved_unallocated_mib": log.reserved_unallocated_mib if log is not None else None,
         "account": account_json(account_of(log)),
     }
     findings = fact_findings(facts)
-    if not d["oom"]:
+    if not d.oom:
         findings.insert(0, Finding(id="no_oom", text=both("f_no_oom")))
         return Diagnosis(
             oom=False,
@@ -827,7 +804,7 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
     proposal = proposals[0] if proposals else None
     return Diagnosis(
         oom=True,
-        phase=d["phase"],
+        phase=d.phase,
         cause=proposal.cause if proposal is not None else _evidence_cause(facts),
         findings=findings,
         proposal=proposal,

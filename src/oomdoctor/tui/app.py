@@ -400,8 +400,7 @@ class OomDoctorApp(App[int]):
         facts = self.session.facts
         if facts is None:
             return
-        facts.answers[event.key] = event.value
-        self.rediagnose(facts)
+        self.rediagnose(facts.with_answers({event.key: event.value}))
 
     @on(QuestionPanel.Skipped)
     async def _skipped(self, event: QuestionPanel.Skipped) -> None:
