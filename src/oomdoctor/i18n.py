@@ -708,6 +708,23 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "本次运行预留之外在用 {mib} MiB,超出一个 CUDA 上下文(至多 {ctx} MiB):很可能有其他进程占用了这张卡",
     },
     "r_account": {"en": "Memory on the card:", "zh": "显存账目:"},
+    "f_ranks_first": {
+        "en": "{first} ran out of memory first (of {n} processes in the log): the diagnosis is of its failure.",
+        "zh": "{first} 最先显存不足(日志中共 {n} 个进程):诊断针对它的失败。",
+    },
+    "f_ranks_same_cause": {
+        "en": "{others} ran out of memory too: the same cause on each, so one change serves them all.",
+        "zh": "{others} 也显存不足:各自原因相同,一处修改对它们都适用。",
+    },
+    "f_ranks_torn_down": {
+        "en": "{others} stopped after it (the launcher's SIGTERM / ChildFailedError, NCCL aborting): torn down, "
+        "not failures of their own.",
+        "zh": "{others} 在它之后停止(启动器的 SIGTERM / ChildFailedError、NCCL 中止):是被连带终止,不是各自的失败。",
+    },
+    "f_ranks_root_cause": {
+        "en": "torchrun's summary names rank {rank} as the first observed failure.",
+        "zh": "torchrun 的汇总把 rank {rank} 列为最先观察到的失败。",
+    },
     # (end of diag)
 
     # --- messages added by the probe work (keep each group together) ---

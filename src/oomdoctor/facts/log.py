@@ -28,6 +28,7 @@ from oomdoctor.facts.log_scan import LogScanner, Run
 from oomdoctor.facts.log_tables import Tables, tables
 from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary
 from oomdoctor.facts.log_window import DEFAULT_SIZES, WindowSizes
+from oomdoctor.facts.ranks import rank_report
 from oomdoctor.facts.types import LogFacts, OtherProcess
 from oomdoctor.i18n import msg
 
@@ -75,7 +76,9 @@ def parse_log_text(text: str, *, path: str | None = None) -> LogFacts:
         return _facts_from(LogScanner(), path=path, trainer_log=records, bytes_read=len(text))
     scanner = LogScanner()
     scanner.feed_text(reassemble(text))
-    return _facts_from(scanner, path=path, bytes_read=len(text))
+    facts = _facts_from(scanner, path=path, bytes_read=len(text))
+    facts.ranks = rank_report(text)
+    return facts
 
 
 # ---------------------------------------------------------------------------------------------- files

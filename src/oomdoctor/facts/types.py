@@ -197,6 +197,8 @@ class LogFacts:
     # DeepSpeed ZeRO stage the log shows (a traceback through ZeRO's stage files, its optimizer banner, its
     # config dump); read by the rules (derived.zero_stage) when the config does not say.
     zero_stage: int | None = None
+    # A log of several ranks or nodes (facts/ranks.py): who ran out first, who ran out too, who was torn down.
+    ranks: Any = None  # RankReport | None
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import Any
 from oomdoctor.diagnosis import Answer, Diagnosis, EstimatedEffect, Finding, Proposal, Question
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.account import account_json, account_of
+from oomdoctor.facts.ranks import rank_findings
 from oomdoctor.facts.types import ConfigFacts, to_jsonable
 from oomdoctor.i18n import LANGS, both, msg
 from oomdoctor.rules import operators
@@ -468,6 +469,8 @@ def fact_findings(facts: Facts) -> list[Finding]:
         add("log_only")
     if log is not None and not log.oom and log.traceback_cut and not log.other_error:
         add("traceback_cut", "warning")
+    for fid, fields in rank_findings(log.ranks if log is not None else None):
+        add(fid, **fields)  # a multi-rank log: who ran out first, the others (facts/ranks.py)
     if log is not None and not log.oom and log.other_error:
         add("other_error", "warning", error=log.other_error[:300])
     answered_over_log = d.phase_source == "answer" and log is not None and log.oom
@@ -625,8 +628,8 @@ def _evidence_cause(facts: Facts) -> str:
     d = facts.derived
     if d.memory_kind == "host":
         return "host_ram"
-    if d.get("dominant_cause") and d["phase"] in ("first_batch", "long_sample"):
-        return d["dominant_cause"]  # a logits frame or request, else the estimate's term (derive.py)
+    if d.dominant_cause and d.phase in ("first_batch", "long_sample"):
+        return d.dominant_cause  # a logits frame or request, else the estimate's term (derive.py)
     est = facts.estimate
     if est is not None and d.phase in ("first_batch", "long_sample"):
         return {
