@@ -708,6 +708,11 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "本次运行预留之外在用 {mib} MiB,超出一个 CUDA 上下文(至多 {ctx} MiB):很可能有其他进程占用了这张卡",
     },
     "r_account": {"en": "Memory on the card:", "zh": "显存账目:"},
+    "log_ev_conflict_load_steps": {
+        "en": "but {n} training step(s) had completed before it: a loading marker and a step counter disagree, "
+        "so the phase is asked, not guessed",
+        "zh": "但此前已完成 {n} 个训练步:加载标记与步数计数相互矛盾,因此询问阶段而不是猜测",
+    },
     "f_ranks_first": {
         "en": "{first} ran out of memory first (of {n} processes in the log): the diagnosis is of its failure.",
         "zh": "{first} 最先显存不足(日志中共 {n} 个进程):诊断针对它的失败。",

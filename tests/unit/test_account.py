@@ -122,3 +122,16 @@ def test_json_object() -> None:
     assert j is not None and j["processes"][0]["whose"] == "stranger"
     assert set(j["line"]) == {"en", "zh"}
     assert account_json(None) is None
+
+
+def test_a_request_bigger_than_the_card_is_never_fragmentation() -> None:
+    # Zheng-Chong/CatVTON#133: 36 GiB asked of a 14.56 GiB card; the unused reserve cannot have served it
+    assert fragmentation_is_real(acc(CATVTON_133)) is False
+    # and a reserve that is a real share and could have served the request is (LLaMA-Factory#6800's numbers)
+    real = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.64 GiB. GPU 3 has a total capacity of "
+        "31.74 GiB of which 1.41 GiB is free. Including non-PyTorch memory, this process has 30.26 GiB memory in "
+        "use. Of the allocated memory 23.51 GiB is allocated by PyTorch, and 5.51 GiB is reserved by PyTorch but "
+        "unallocated."
+    )
+    assert fragmentation_is_real(acc(real)) is True

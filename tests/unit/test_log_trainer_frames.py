@@ -360,3 +360,17 @@ def test_trl_log_probabilities_are_the_loss_over_logits() -> None:
     f = parse_log_text(DPO_LOGPS)
     assert f.phase == "first_batch" and "selective_log_softmax" in f.frames
     assert "logits" in evidence(DPO_LOGPS)
+
+
+# Sure or asking: a loading marker printed after training steps had completed (a reference or reward model
+# loaded mid-run, an adapter reload) disagrees with the step counter. The reader does not pick one.
+def test_a_load_marker_after_completed_steps_is_asked_not_guessed() -> None:
+    text = (
+        "  5%|▌         | 30/600 [02:10<41:00,  4.32s/it]\n"
+        "[INFO|modeling_utils.py:748] 2026-11-12 14:03:15,971 >> loading weights file /models/reward/model.safetensors\n"
+        + OOM
+        + "\n"
+    )
+    f = parse_log_text(text)
+    assert f.oom and f.phase == "unknown"
+    assert "disagree" in evidence(text)

@@ -249,7 +249,11 @@ def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = N
             ev.append(text("log_ev_forward_only"))
     else:
         ctx = snap.context
-        if ctx in ("load", "eval", "save"):
+        if ctx == "load" and any_steps and not failure.cut:
+            # a loading marker after completed steps: the evidence disagrees, so ask rather than guess
+            marker_evidence()
+            ev.append(text("log_ev_conflict_load_steps", n=good if good is not None else snap.loss_dicts))
+        elif ctx in ("load", "eval", "save"):
             res.phase, res.confidence = ctx, "high"
             marker_evidence()
         elif ctx == "zero_init":
