@@ -353,6 +353,8 @@ def _facts_from(
         f.allocated_mib = n.allocated_mib
         f.reserved_mib = n.reserved_mib
         f.reserved_unallocated_mib = n.reserved_unallocated_mib
+        f.allowed_mib, f.private_pools_mib = n.allowed_mib, n.private_pools_mib
+        f.current_active_mib = n.current_active_mib
         f.gpu_index = n.gpu_index
         if n.gpu_index is not None and n.gpu_index in run.card_names:
             f.card_name = run.card_names[n.gpu_index]  # the failing card, where the log names each card

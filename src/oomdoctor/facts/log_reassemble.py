@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 # The start of an OOM message, and the phrases its numbers end with (new format / old format).
-_OOM_START = re.compile(r"(?:CUDA|HIP) out of memory|OutOfMemoryError")
+_OOM_START = re.compile(r"(?:CUDA|HIP|NPU|XPU) out of memory|OutOfMemoryError")
 _NUMBERS_END = re.compile(r"reserved by PyTorch but unallocated|reserved in total by PyTorch\)?|cached\)")
 _NUMBERS_START = re.compile(r"[Tt]ried to allocate|total capac")
 # A line that begins something else: the message is over before it.
@@ -94,7 +94,7 @@ _NUMBER = re.compile(r"^\d[\d,]*(?:\.\d*)?$|^\.\d+$")
 _DOUBLED_HEADER = re.compile(r"((?:torch\.)?(?:cuda)?)\1(\.?)\2(OutOfMemoryError)\3:\s*:\s*")
 # A second message header later in the same line (two processes, one line).
 _SECOND_HEADER = re.compile(
-    r"(?:(?:torch\.(?:cuda\.)?)?OutOfMemoryError: |RuntimeError: )?(?:CUDA|HIP) out of memory\. Tried"
+    r"(?:(?:torch\.(?:cuda\.)?)?OutOfMemoryError: |RuntimeError: )?(?:CUDA|HIP|NPU|XPU) out of memory\. Tried"
 )
 # A launcher prefix in the middle of a line: another process's line started there.
 _MIDLINE_RANK = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
