@@ -135,3 +135,14 @@ def test_a_request_bigger_than_the_card_is_never_fragmentation() -> None:
         "unallocated."
     )
     assert fragmentation_is_real(acc(real)) is True
+
+
+def test_a_listed_process_that_holds_all_the_memory_in_use_is_this_run() -> None:
+    # unslothai/unsloth#465 (a T4 notebook at 18k context), the message cut before PyTorch's own figures: the
+    # one listed process holds everything in use, so this run has no room beside it - it is this run
+    text = (
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 9.47 GiB. GPU 0 has a total capacity of 14.75 GiB "
+        "of which 3.78 GiB is free. Process 2116 has 10.95 GiB memory in use. Of th"
+    )
+    a = acc(text)
+    assert a.self_pid == 2116 and not a.listed and a.stranger_mib == 0

@@ -132,3 +132,27 @@ def test_a_clean_log_is_unchanged() -> None:
     clean = "Loading checkpoint shards: 100%|##| 2/2\n{'loss': 1.2}\n"
     assert reassemble(clean) == clean
     assert reassemble(MS_SWIFT_5199 + "\n") == MS_SWIFT_5199 + "\n"
+
+
+# unslothai/unsloth#465 (a Colab notebook): Colab prints frames as links to the file.
+COLAB = """\
+OutOfMemoryError                          Traceback (most recent call last)
+[<ipython-input-7-3d62c575fcfd>](https://localhost:8080/#) in <cell line: 1>()
+----> 1 trainer_stats = trainer.train()
+
+13 frames
+[/usr/local/lib/python3.10/dist-packages/accelerate/utils/operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)
+    780     def _convert_to_fp32(tensor):
+--> 781         return tensor.float()
+
+OutOfMemoryError: CUDA out of memory. Tried to allocate 9.47 GiB. GPU 0 has a total capacity of 14.75 GiB of which 3.78 GiB is free.
+"""
+
+
+def test_colab_frame_links_are_frames() -> None:
+    assert (
+        "File /usr/local/lib/python3.10/dist-packages/accelerate/utils/operations.py:0, in _convert_to_fp32"
+        in (reassemble(COLAB))
+    )
+    f = parse_log_text(COLAB)
+    assert f.frames == ["_convert_to_fp32"] and f.phase == "first_batch"

@@ -56,3 +56,14 @@ def test_nothing_known_is_no_evidence() -> None:
     assert not request_is_logits(None, 4, [2048], QWEN_VOCAB, "sft")
     assert not request_is_logits(4000.0, None, [2048], QWEN_VOCAB, "sft")
     assert not request_is_logits(4000.0, 4, [2048], None, "sft")
+
+
+def test_a_bare_source_line_that_takes_log_softmax_is_logits() -> None:
+    # modelscope/ms-swift#2044 (DPO, rank 1): the excerpt keeps only the source line of the failing frame
+    excerpt = (
+        "[rank1]:     per_token_logps = torch.gather(logits.log_softmax(-1), dim=2, index=labels.unsqueeze(2))\n"
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.36 GiB. GPU 1 has a total "
+        "capacity of 47.50 GiB of which 1.52 GiB is free.\n"
+    )
+    f = parse_log_text(excerpt)
+    assert f.frames == ["log_softmax"] and logits_frame(f.frames) == "log_softmax"

@@ -121,10 +121,28 @@ def _slack(capacity: float) -> float:
     return max(SLACK_MIN_MIB, SLACK_SHARE * capacity)
 
 
+# The least a process that has touched the card holds: its CUDA context.
+CUDA_CONTEXT_MIN_MIB = 250.0
+
+
+def _no_room_beside(log: LogFacts) -> int | None:
+    """The message lists processes that account for everything in use on the card: this run (which holds at
+    least a CUDA context) has no room beside them, so the largest listed one is this run itself."""
+    listed = log.other_processes
+    if not listed or log.capacity_mib is None or log.free_mib is None:
+        return None
+    in_use = log.capacity_mib - log.free_mib
+    if in_use - sum(p.used_mib for p in listed) >= CUDA_CONTEXT_MIN_MIB:
+        return None
+    return max(range(len(listed)), key=lambda i: listed[i].used_mib)
+
+
 def _own_listed(log: LogFacts, reserved: float | None) -> int | None:
     """Index of the listed process that is this run itself (containers list it under its host pid)."""
-    if reserved is None or log.process_in_use_mib is not None:
+    if log.process_in_use_mib is not None:
         return None
+    if reserved is None:
+        return _no_room_beside(log)  # the message was cut before PyTorch's own figures
     listed = log.other_processes
     near = [
         i for i, p in enumerate(listed) if reserved - 1.0 <= p.used_mib <= reserved + CUDA_CONTEXT_MAX_MIB
@@ -140,7 +158,7 @@ def _own_listed(log: LogFacts, reserved: float | None) -> int | None:
             if p.used_mib >= reserved - 1.0 and reserved + p.used_mib > in_use + slack
         ]
     if not near:
-        return None
+        return _no_room_beside(log)
     return min(near, key=lambda i: abs(listed[i].used_mib - reserved))
 
 

@@ -87,9 +87,21 @@ def parse_frames(block: list[str]) -> list[Frame]:
         if current is not None and current.code is None:
             current.code = code
         else:
-            current = Frame(None, None, code)
+            # a bare source line (a cut excerpt): when it calls a function over the logits, that is what ran
+            current = Frame(None, _logits_call(code), code)
             frames.append(current)
     return frames
+
+
+_CALL = re.compile(r"([A-Za-z_]\w*)\(")
+
+
+def _logits_call(code: str) -> str | None:
+    """The function over the full-vocabulary logits a bare source line calls (``logits.log_softmax(-1)``)."""
+    from oomdoctor.facts.logits import logits_frames
+
+    known = logits_frames()
+    return next((name for name in reversed(_CALL.findall(code)) if name in known), None)
 
 
 # "rollout": an RL trainer generating inside its training step (a `generate` below it is not an evaluation).

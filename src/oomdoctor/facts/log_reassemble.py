@@ -100,6 +100,10 @@ _SECOND_HEADER = re.compile(
 _MIDLINE_RANK = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
 # A frame line behind a stray fragment of another process's line (".  File ...", "`  File ...").
 _FRAGMENT_BEFORE_FRAME = re.compile(r'^([^\w\s\[(]{1,3})(\s+File "[^"]+", line \d+, in )')
+# Colab prints a notebook's frames as links: "[/usr/lib/python3.10/site-packages/x.py](https://localhost:8080/#)
+# in f(a, b)". Rewritten into IPython's own form ("File x.py:0, in f(a, b)"; the "--> 781" line that follows
+# gives the running line) so the frame reader knows them.
+_COLAB_FRAME = re.compile(r"^\s*\[(?P<path>[^\]\s]+\.pyx?)\]\([^)]*\) in (?P<func>[\w.<>]+)(?P<rest>\(.*)?$")
 # Ray (OpenRLHF, verl, Ray Train): "(RayTrainWorker pid=4711, ip=10.0.0.2) text" or "(pid=4711) text".
 _RAY_TAG = re.compile(r"^\((?:[\w.:-]+ )?pid=(\d+)(?:, ip=[\d.]+)?\)\s?")
 
@@ -115,7 +119,15 @@ def reassemble(text: str) -> str:
     return "\n".join(_join_wrapped(out)) + ("\n" if text.endswith(("\n", "\r")) else "")
 
 
+def _colab_frame(line: str) -> str:
+    if "](" not in line:
+        return line
+    m = _COLAB_FRAME.match(line)
+    return f"File {m.group('path')}:0, in {m.group('func')}{m.group('rest') or ''}" if m else line
+
+
 def _ray_tag(line: str) -> str:
+    line = _colab_frame(line)
     if not line.startswith("("):
         return line
     m = _RAY_TAG.match(line)
