@@ -708,6 +708,11 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "本次运行预留之外在用 {mib} MiB,超出一个 CUDA 上下文(至多 {ctx} MiB):很可能有其他进程占用了这张卡",
     },
     "r_account": {"en": "Memory on the card:", "zh": "显存账目:"},
+    "log_ev_mmap_at_start": {
+        "en": "the process could not map a library or a weights file into memory before any training: its start "
+        "(imports) or loading, with system RAM or the address space exhausted",
+        "zh": "在任何训练之前进程就无法把库或权重文件映射进内存:发生在启动(导入)或加载时,系统内存或地址空间已耗尽",
+    },
     "log_ev_conflict_load_steps": {
         "en": "but {n} training step(s) had completed before it: a loading marker and a step counter disagree, "
         "so the phase is asked, not guessed",

@@ -374,3 +374,31 @@ def test_a_load_marker_after_completed_steps_is_asked_not_guessed() -> None:
     f = parse_log_text(text)
     assert f.oom and f.phase == "unknown"
     assert "disagree" in evidence(text)
+
+
+# pytorch/pytorch#16558 (an address-space limit, `ulimit -v`): the import itself cannot map a library.
+def test_failing_to_map_a_library_at_import_is_host_memory_while_loading() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 1, in <module>\n'
+        "    import torch\n"
+        "OSError: /site-packages/torch/lib/libtorch_cuda.so: failed to map segment from shared object\n"
+    )
+    f = parse_log_text(text)
+    assert f.oom and f.ran_out_of == "host" and f.phase == "load"
+
+
+# pytorch/pytorch#4387: the DataLoader cannot fork its workers (ENOMEM) in the middle of training.
+def test_a_dataloader_fork_without_memory_is_host_ram_in_training() -> None:
+    text = (
+        "{'loss': 1.42, 'learning_rate': 2e-05, 'epoch': 0.4}\n"
+        "Traceback (most recent call last):\n"
+        '  File "/site-packages/torch/utils/data/dataloader.py", line 1039, in __init__\n'
+        "    w.start()\n"
+        '  File "/usr/lib/python3.10/multiprocessing/popen_fork.py", line 66, in _launch\n'
+        "    self.pid = os.fork()\n"
+        "OSError: [Errno 12] Cannot allocate memory\n"
+    )
+    f = parse_log_text(text)
+    assert f.oom and f.ran_out_of == "host" and f.phase == "long_sample"
+    assert "DataLoader" in evidence(text)

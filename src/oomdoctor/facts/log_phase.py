@@ -268,6 +268,10 @@ def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = N
         elif ctx in ("load", "eval", "save"):
             res.phase, res.confidence = ctx, "high"
             marker_evidence()
+        elif ctx is None and failure.kind == "mmap" and not snap.training_started:
+            # mapping a library (an import) or a weights file into memory: the start of the run, loading
+            res.phase, res.confidence = "load", "high"
+            ev.append(text("log_ev_mmap_at_start"))
         elif ctx == "zero_init":
             res.phase, res.confidence = "optimizer_step", "high"
             marker_evidence()
