@@ -294,9 +294,13 @@ def estimate(
     data: DataFacts | None = None,
     longest_tokens: int | None = None,
     gpu_total_mib: float | None = None,
+    calibration: Any = None,
 ) -> Estimate:
-    """Per-term and per-phase peak allocated memory of one GPU, and the band nvidia-smi should show."""
-    k = constants()
+    """Per-term and per-phase peak allocated memory of one GPU, and the band nvidia-smi should show.
+
+    ``calibration`` (``estimate.calibrate.Calibration``) replaces the stack-dependent constants with values
+    fitted to a trial of the same setting; the result says so in ``calibration``."""
+    k = constants() if calibration is None else calibration.memory_model(constants())
     notes = _Notes()
     s = _shape(model)
     stage = (config.stage or "sft").lower()
@@ -459,6 +463,8 @@ def estimate(
         notes.add("est_note_liger")
     else:
         loss_b = float(k["logits_train_bytes"]) * tokens * s.vocab
+    scale = float(k["activation_scale"])  # 1 from the accounting; a calibration fits it
+    stored_b, layer_b, loss_b = stored_b * scale, layer_b * scale, loss_b * scale
     # With checkpointing one layer is recomputed in backward, after the loss buffers are gone: it only adds
     # to the peak where it is bigger than the logits/loss term.
     activations_b = stored_b + max(0.0, layer_b - loss_b) if config.gradient_checkpointing else stored_b
@@ -478,6 +484,7 @@ def estimate(
     # ---- eval: forward only, logits of the eval batch; gradients are freed, optimizer state stays
     if config.do_eval:
         eval_extra_b = float(k["logits_eval_bytes"]) * eval_tokens * s.vocab + _eval_layer_bytes_per_token(s) * eval_tokens
+        eval_extra_b *= float(k.get("eval_activation_scale", scale))
         eval_peak_b = weights_b + optim_b + eval_extra_b + misc_b  # autocast caches no weights without grad
     else:
         eval_extra_b = 0.0
@@ -562,4 +569,5 @@ def estimate(
         expected_reserved_mib=(round(reserved_low_b / MIB, 1), round(reserved_high_b / MIB, 1)),
         fills_card=fills_card,
         expected_nvidia_smi_on_card_mib=on_card,
+        calibration=calibration.describe() if calibration is not None else None,
     )
