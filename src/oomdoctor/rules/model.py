@@ -141,18 +141,9 @@ class Condition(BaseModel):
 
     def fact_paths(self) -> list[tuple[str, tuple[Any, ...]]]:
         """Every fact path this tree names, with the location (inside the condition) that names it."""
-        out: list[tuple[str, tuple[Any, ...]]] = []
-        if self.fact is not None:
-            out.append((self.fact, ("fact",)))
-            assert self.op is not None
-            for ref in OPERATORS[self.op].fact_refs(self.operand):
-                out.append((ref, (self.op,)))
-        for key, children in (("all", self.all_), ("any", self.any_)):
-            for i, child in enumerate(children or []):
-                out.extend((p, (key, i, *loc)) for p, loc in child.fact_paths())
-        if self.not_ is not None:
-            out.extend((p, ("not", *loc)) for p, loc in self.not_.fact_paths())
-        return out
+        from oomdoctor.rules.nodes import condition_fact_paths
+
+        return condition_fact_paths(self)
 
 
 def condition_json_schema(self_ref: dict[str, str]) -> dict[str, Any]:
