@@ -227,10 +227,22 @@ FRAGMENTATION_MIN_SHARE = 0.03
 def fragmentation_is_real(acc: Account | None) -> bool | None:
     """The unused reserve is a real share of the card and, in one piece, would have served the request
     (with what was free). None when the message lacks the numbers."""
-    if acc is None or acc.reserved_unused_mib is None or acc.requested_mib is None:
+    if acc is None:
         return None
-    share = acc.unused_reserve_share or 0.0
-    return share >= FRAGMENTATION_MIN_SHARE and acc.reserved_unused_mib + acc.free_mib >= acc.requested_mib
+    return reserve_is_real(acc.reserved_unused_mib, acc.free_mib, acc.capacity_mib, acc.requested_mib)
+
+
+def reserve_is_real(
+    reserved_unused_mib: float | None,
+    free_mib: float | None,
+    capacity_mib: float | None,
+    requested_mib: float | None,
+) -> bool | None:
+    """``fragmentation_is_real`` from the bare numbers (free unknown counts as nothing free)."""
+    if reserved_unused_mib is None or requested_mib is None or not capacity_mib:
+        return None
+    share = reserved_unused_mib / capacity_mib
+    return share >= FRAGMENTATION_MIN_SHARE and reserved_unused_mib + (free_mib or 0.0) >= requested_mib
 
 
 # ---------------------------------------------------------------------------------------------- as text

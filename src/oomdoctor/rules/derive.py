@@ -12,7 +12,7 @@ import dataclasses
 import math
 import re
 
-from oomdoctor.facts.account import account_of, fragmentation_is_real
+from oomdoctor.facts.account import account_of, reserve_is_real
 from oomdoctor.facts.logits import logits_frame, request_is_logits
 from oomdoctor.facts.types import GpuDevice, LogFacts
 from oomdoctor.rules.facts import Derived, Facts
@@ -382,7 +382,9 @@ def _padded_longest(facts: Facts) -> int | None:
 
 def _reserve_would_fit(log: LogFacts | None) -> bool | None:
     """The unused reserve is a real share of the card and would have served the request (facts/account.py)."""
-    return fragmentation_is_real(account_of(log))
+    if log is None:
+        return None
+    return reserve_is_real(log.reserved_unallocated_mib, log.free_mib, log.capacity_mib, log.requested_mib)
 
 
 def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
