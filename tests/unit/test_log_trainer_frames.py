@@ -402,3 +402,31 @@ def test_a_dataloader_fork_without_memory_is_host_ram_in_training() -> None:
     f = parse_log_text(text)
     assert f.oom and f.ran_out_of == "host" and f.phase == "long_sample"
     assert "DataLoader" in evidence(text)
+
+
+# hiyouga/LLaMA-Factory reward-model run under ZeRO-3: out of memory while the trainer is being built.
+def test_building_the_trainer_is_loading() -> None:
+    text = frames(
+        ("/LLaMA-Factory/src/llamafactory/train/rm/workflow.py", "run_rm", "trainer = PairwiseTrainer("),
+        ("/LLaMA-Factory/src/llamafactory/train/rm/trainer.py", "__init__", "super().__init__(**kwargs)"),
+        (
+            "/site-packages/transformers/trainer.py",
+            "__init__",
+            "self._move_model_to_device(model, args.device)",
+        ),
+    )
+    f = parse_log_text(text)
+    assert f.phase == "load" and "Trainer being built" in evidence(text)
+
+
+# deepspeedai/DeepSpeed (OPT-66B with init_inference on 8 x V100): the inference engine placing the weights.
+def test_deepspeed_inference_engine_is_loading() -> None:
+    text = frames(
+        (
+            "/site-packages/deepspeed/__init__.py",
+            "init_inference",
+            "engine = InferenceEngine(model, config=ds_config)",
+        ),
+        ("/site-packages/deepspeed/inference/engine.py", "__init__", "self.module.to(device)"),
+    )
+    assert parse_log_text(text).phase == "load"
