@@ -54,14 +54,14 @@ def gather(
     from oomdoctor.facts.config import read_config
     from oomdoctor.facts.dataset import known_lengths
     from oomdoctor.facts.gpu import read_gpu
-    from oomdoctor.facts.log import read_log
     from oomdoctor.facts.model import read_model
+    from oomdoctor.facts.ranks import read_run_log
     from oomdoctor.rules.assemble import assemble
     from oomdoctor.rules.facts import Readings
 
     if config_path is None and log_path is None:
         raise BadInput(msg("need_config_or_log", None))
-    log = read_log(Path(log_path)) if log_path is not None else None
+    log = read_run_log(Path(log_path)) if log_path is not None else None  # a file, output_dir or node logs
     config = read_config(Path(config_path)) if config_path is not None else None
     if data is None:
         data = known_lengths(lengths_file, longest_tokens, eval_longest_tokens)

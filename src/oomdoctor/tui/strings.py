@@ -339,6 +339,7 @@ TEXTS: dict[str, dict[str, str]] = {
     "measure_stopped": {"en": "Measuring stopped", "zh": "已停止统计长度"},
     "value_na": {"en": "n/a", "zh": "无"},
     # --- messages added by the diag work (keep each group together) ---
+    "facts_account": {"en": "Card memory", "zh": "显存账目"},
     # (end of diag)
 
     # --- messages added by the probe work (keep each group together) ---
