@@ -47,7 +47,7 @@ async def _two_trials(app: OomDoctorApp, pilot: Any, user_dir: Path, gpu_source:
     """Change, try (it still fails), diagnose the trial, change again, try: the second is compared."""
     await _open(app, pilot, user_dir, gpu_source)
     await _apply_and_try(app, pilot)
-    await pilot.press("b")
+    await pilot.press("d")
     await settle(app, pilot)
     await _apply_and_try(app, pilot)
     assert isinstance(app.screen, TrialScreen)

@@ -18,8 +18,9 @@ from textual.widgets import Footer, RichLog, Static
 
 from oomdoctor.discover import display_path
 from oomdoctor.i18n import Lang, msg, pick
+from oomdoctor.patch.writer import COMMAND_NAME
 from oomdoctor.tui.render import busiest_reading, fmt_mib, trial_outcome_line, yaml_scalar
-from oomdoctor.tui.screens import DoctorScreen
+from oomdoctor.tui.screens import BACK_KEYS, CommandScreen, DoctorScreen
 from oomdoctor.tui.strings import t
 from oomdoctor.tui.widgets import LevelChart
 
@@ -147,9 +148,10 @@ class LogTail(RichLog):
 class TrialScreen(DoctorScreen):
     BINDINGS = [
         Binding("s", "stop", "Stop", id="stop", tooltip="Stop the trial"),
-        Binding("b", "rediagnose", "Proposals", id="rediagnose", tooltip="Diagnose the failed trial"),
-        Binding("c", "copy_command", "Copy cmd", id="copy", tooltip="Copy the training command"),
-        Binding("escape", "back", "Back", id="back", tooltip="Back to the proposal"),
+        Binding("d", "rediagnose", "Proposals", id="rediagnose", tooltip="Diagnose the failed trial"),
+        Binding("c", "copy_command", "Command", id="copy", tooltip="Show the training command"),
+        Binding(BACK_KEYS, "back", "Back", id="back", tooltip="Back to the proposal"),
+        Binding("escape", "back", "Back", id="back", tooltip="Back to the proposal", show=False),
     ]
 
     def __init__(self, feed: TrialFeed) -> None:
@@ -294,5 +296,5 @@ class TrialScreen(DoctorScreen):
             self.app.pop_screen()
 
     def action_copy_command(self) -> None:
-        self.app.copy_to_clipboard(self.feed.entry.command)
-        self.notify(t("proposal_copied", self.lang))
+        entry = self.feed.entry
+        self.app.push_screen(CommandScreen(entry.command, entry.folder / COMMAND_NAME))

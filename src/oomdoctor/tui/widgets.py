@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 from textual import on
@@ -250,10 +251,10 @@ class ProposalView(VerticalScroll):
                         t("proposal_applied", lang, folder=display_path(session.patch.folder, session.cwd)),
                         style="bold green",
                     ),
-                    Text(t("proposal_command", lang)),
+                    Text(t("proposal_command", lang, script=command_script_path(session.patch, session.cwd))),
                 )
             )
-            command.update(display_command(session.patch.command, session.cwd))
+            command.update(ShellCommand(display_command(session.patch.command, session.cwd)))
             command.display = True
             applied.display = True
         else:
@@ -261,6 +262,46 @@ class ProposalView(VerticalScroll):
             applied.display = False
             command.update("")
             command.display = False
+
+
+def command_script_path(patch: object, cwd: object) -> str:
+    """Where the command was saved (``trials/01-x/command.sh``), as the user would type it."""
+    script = getattr(patch, "command_file", None) or getattr(patch, "folder", None)
+    return display_path(script, cwd) if script is not None else ""  # type: ignore[arg-type]
+
+
+class ShellCommand:
+    """A shell command laid out to be selected with the terminal's own mouse selection: broken between
+    words with `` \\`` continuations so the lines copied together still run as one command, never cut
+    inside a word unless one word is wider than the screen."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def lines(self, width: int) -> list[str]:
+        import shlex
+
+        try:
+            words = [shlex.quote(w) if w not in ("&&", "|", ";") else w for w in shlex.split(self.command)]
+        except ValueError:
+            return [self.command]
+        lines: list[str] = []
+        current = ""
+        for word in words:
+            candidate = f"{current} {word}" if current else word
+            if current and len(candidate) + 2 > width:
+                lines.append(current + " \\")
+                current = "  " + word
+            else:
+                current = candidate
+        lines.append(current)
+        return lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text("\n".join(self.lines(options.max_width)), style="bold")
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(1, options.max_width)
 
 
 class HistoryTable(DataTable[str]):
