@@ -36,6 +36,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "watch": ("Live GPU panel, touching nothing", "实时 GPU 面板,只读,不干预任何进程"),
     "compare": ("Compare trials (or two configs)", "对比多次试跑(或两份配置)"),
     "tui": ("Open the interactive app (same as no verb)", "打开交互界面(与不带子命令相同)"),
+    "rules": (
+        "Validate decision-node files (for people who edit rules)",
+        "校验决策节点规则文件(供编辑规则的人使用)",
+    ),
 }
 
 
@@ -121,9 +125,24 @@ def _lang_help() -> str:
     return help_text("language of the output (default from LANG)", "输出语言(默认取自 LANG 环境变量)")
 
 
-def build_parser(lang: Lang | None = None) -> argparse.ArgumentParser:
-    """The whole command line, its help texts in ``lang`` (None: the environment's, as ``oomdoctor`` without
-    --lang)."""
+def verb_from_argv(argv: Sequence[str]) -> str | None:
+    """The verb the command line names, when its first word that is no option is one (``--lang X`` skipped);
+    None for ``oomdoctor``, ``oomdoctor --help`` or a word that is no verb (argparse then says so)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("-h", "--help", "--version", "--"):
+            return None
+        if word == "--lang":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in VERBS else None
+    return None
+
+
+def build_parser(lang: Lang | None = None, *, verb: str | None = None) -> argparse.ArgumentParser:
+    """The command line, its help texts in ``lang`` (None: the environment's, as ``oomdoctor`` without
+    --lang). With ``verb``, only that verb's arguments are registered (every verb still has its entry), so
+    a command imports just the one module it runs."""
     set_help_lang(lang or default_lang())
     parser = _Parser(
         prog="oomdoctor",
@@ -140,18 +159,18 @@ def build_parser(lang: Lang | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--lang", choices=list(LANGS), default=None, help=_lang_help())
     sub = parser.add_subparsers(dest="verb", parser_class=_Parser)
-    for verb, (en, zh) in VERBS.items():
-        module = importlib.import_module(f"oomdoctor.commands.{verb}")
+    for name, (en, zh) in VERBS.items():
         summary = help_text(en, zh)
-        p = sub.add_parser(verb, help=summary, description=summary)
+        p = sub.add_parser(name, help=summary, description=summary)
         p.add_argument("--lang", choices=list(LANGS), default=argparse.SUPPRESS, help=_lang_help())
-        module.register(p)
+        if verb is None or name == verb:
+            importlib.import_module(f"oomdoctor.commands.{name}").register(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(lang_from_argv(words)).parse_args(words)
+    args = build_parser(lang_from_argv(words), verb=verb_from_argv(words)).parse_args(words)
     if args.lang is None:
         args.lang = default_lang()
     verb = args.verb or "tui"

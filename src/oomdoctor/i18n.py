@@ -686,6 +686,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     # (end of facts)
 
     # --- messages added by the startup work (keep each group together) ---
+    "rules_valid": {"en": "{count} rule files in {directory}: all valid", "zh": "{directory} 中的 {count} 个规则文件:全部有效"},
     # (end of startup)
 
     # --- messages added by the hostile work (keep each group together) ---

@@ -7,6 +7,7 @@ import types
 
 import pytest
 
+import oomdoctor.facts.gpu as gpu_module
 from oomdoctor.facts.gpu import (
     FakeGpuSource,
     GpuSource,
@@ -150,6 +151,31 @@ CARDS = [
     {"uuid": "GPU-bbbb", "name": "NVIDIA A100-SXM4-80GB", "used": 20000.0, "total": 81920.0, "cc": (8, 0),
      "util": 97, "power_mw": 310500, "procs": [(4242, 19000.0), (4343, None)]},
 ]  # fmt: skip
+
+
+REAL_DRIVER_CHECK = gpu_module._driver_device_present
+
+
+@pytest.fixture(autouse=True)
+def _driver_present(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests script pynvml itself; the device-node check in front of it is tested on its own below."""
+    monkeypatch.setattr(gpu_module, "_driver_device_present", lambda: True)
+
+
+def test_no_driver_device_node_means_no_gpu_without_importing_pynvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpu_module, "_driver_device_present", lambda: False)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # importing it would fail the other way
+    source = NvmlSource(environ={})
+    assert not source.available()
+    assert source.reason() == gpu_module.msg("gpu_no_driver_library", None)
+
+
+def test_driver_device_check_looks_for_the_driver_nodes(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(gpu_module, "_DRIVER_NODES", (str(tmp_path / "nvidiactl"),))
+    assert not REAL_DRIVER_CHECK()
+    (tmp_path / "nvidiactl").touch()
+    assert REAL_DRIVER_CHECK()
 
 
 def test_nvml_reads_cards_and_numbers_them_as_cuda_does(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import math
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -125,6 +124,8 @@ def _measure(dataset: Any, encode: Callable[[dict[str, list[Any]]], list[int]], 
 def _quiet() -> Iterator[None]:
     """Silence LLaMA-Factory's INFO lines and datasets' progress bars while we count: the caller shows its
     own progress. Restores both afterwards."""
+    import logging  # only when measuring, which imports the training stack anyway
+
     import datasets
 
     bars_were_off = datasets.is_progress_bar_enabled() is False

@@ -11,6 +11,7 @@ pynvml (the ``nvidia-ml-py`` package) is imported lazily, on the first query.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -134,6 +135,17 @@ def _process_name(pid: int) -> str | None:
         return None
 
 
+# Device nodes the NVIDIA driver creates (Linux; /dev/dxg under WSL): NVML cannot work without one, and
+# looking for them costs microseconds where importing pynvml costs milliseconds of every start.
+_DRIVER_NODES = ("/dev/nvidiactl", "/dev/dxg")
+
+
+def _driver_device_present() -> bool:
+    if not sys.platform.startswith("linux"):
+        return True  # elsewhere let NVML itself say
+    return any(os.path.exists(node) for node in _DRIVER_NODES)
+
+
 class NvmlSource:
     """GPUs through NVML (pynvml). Initialises once, lazily; every query fails soft.
 
@@ -157,6 +169,9 @@ class NvmlSource:
             if self._tried:
                 return self._nvml is not None
             self._tried = True
+            if not _driver_device_present():
+                self._set_reason("gpu_no_driver_library")
+                return False
             try:
                 import pynvml
             except ImportError:

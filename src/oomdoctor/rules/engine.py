@@ -24,7 +24,7 @@ from oomdoctor.rules import operators
 from oomdoctor.rules.derive import derive
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import PLACEHOLDER, LoadedNode, RuleSet, load_rules
-from oomdoctor.rules.model import Condition, LocalText, RuleNode
+from oomdoctor.rules.nodes import Condition, LocalText, RuleNode
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question
 
 __all__ = ["diagnose", "load_rules", "evaluate", "walk_rules", "choose_questions", "RuleSet", "Walk"]

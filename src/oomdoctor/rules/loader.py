@@ -4,6 +4,10 @@ Every problem is a load error that names the file and the line (found by composi
 whose nodes keep their marks): malformed YAML, an unknown operator, a missing zh or en text, a fact path
 that no fact has, a duplicate id, a ``next`` that names no node. Rules are knowledge; a typo in them must
 fail loudly, never make a node silently stop matching.
+
+Validating takes pydantic and a YAML parse of every file, most of a start's time; so the validated nodes are
+kept in the user cache (``compiled.py``), keyed by the files' contents, and a start whose files are unchanged
+reads that instead. ``oomdoctor rules check`` validates a folder of rule files afresh.
 """
 
 from __future__ import annotations
@@ -14,17 +18,17 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from oomdoctor.errors import BadInput
 from oomdoctor.i18n import msg
-from oomdoctor.rules.derive import DERIVED_FACTS
-from oomdoctor.rules.facts import Facts
-from oomdoctor.rules.model import RuleNode
+from oomdoctor.rules import nodes
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS
+
+if TYPE_CHECKING:
+    import yaml
+
+    from oomdoctor.rules import model
 
 # Placeholders in texts: {config.cutoff_len}, {new.per_device_train_batch_size}, {log.requested_mib:.0f}
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*(?:\.[A-Za-z0-9_]+)+)(?::([^{}]*))?\}")
@@ -45,9 +49,9 @@ class RuleLoadError(BadInput):
 
 @dataclass(frozen=True)
 class LoadedNode:
-    """A validated node and where it came from."""
+    """A validated node and where it came from (``root``: the parsed YAML, kept only while validating)."""
 
-    node: RuleNode
+    node: nodes.RuleNode
     file: Path
     line: int
     root: yaml.Node | None = field(default=None, repr=False, compare=False)  # for line numbers
@@ -86,7 +90,7 @@ class RuleSet:
     def __len__(self) -> int:
         return len(self.nodes)
 
-    def get(self, rule_id: str) -> RuleNode:
+    def get(self, rule_id: str) -> nodes.RuleNode:
         return self.by_id[rule_id].node
 
 
@@ -95,6 +99,8 @@ class RuleSet:
 
 def _child(node: yaml.Node, part: Any) -> tuple[yaml.Node | None, yaml.Node | None]:
     """(key node, value node) of ``part`` inside ``node``; (None, None) when it is not there."""
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             if isinstance(key, yaml.ScalarNode) and key.value == str(part):
@@ -177,6 +183,9 @@ def _is_open_mapping(tp: Any) -> bool:
 
 def fact_path_problem(path: str) -> str | None:
     """Why ``path`` names no fact (None when it does). Checked against the Facts dataclasses."""
+    from oomdoctor.rules.derive import DERIVED_FACTS
+    from oomdoctor.rules.facts import Facts
+
     parts = path.split(".")
     root = parts[0]
     hints = _hints(Facts)
@@ -204,13 +213,12 @@ def fact_path_problem(path: str) -> str | None:
 # --- one file --------------------------------------------------------------------------------------------
 
 
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _compose(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
+    import yaml
+
     try:
         # One parse (in C where libyaml is present) gives both the nodes, for line numbers, and the data.
-        loader = _SafeLoader(text)
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
         try:
             root = loader.get_single_node()
             data = loader.construct_document(root) if root is not None else None
@@ -223,7 +231,7 @@ def _compose(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
     return data, root
 
 
-def _check_texts(node: RuleNode, root: yaml.Node | None, path: Path) -> None:
+def _check_texts(node: model.RuleNode, root: yaml.Node | None, path: Path) -> None:
     fields = set(node.change)
     if node.write_deepspeed_template is not None:
         fields.add("deepspeed")
@@ -246,7 +254,7 @@ def _check_texts(node: RuleNode, root: yaml.Node | None, path: Path) -> None:
                     )
 
 
-def _check_fact_paths(node: RuleNode, root: yaml.Node | None, path: Path) -> None:
+def _check_fact_paths(node: model.RuleNode, root: yaml.Node | None, path: Path) -> None:
     refs: list[tuple[str, tuple[Any, ...]]] = [(p, ("when", *loc)) for p, loc in node.when.fact_paths()]
     for i, guard in enumerate(node.guards):
         refs += [(p, ("guards", i, "when", *loc)) for p, loc in guard.when.fact_paths()]
@@ -264,7 +272,7 @@ def _check_fact_paths(node: RuleNode, root: yaml.Node | None, path: Path) -> Non
             )
 
 
-def _check_ask(node: RuleNode, root: yaml.Node | None, path: Path) -> None:
+def _check_ask(node: model.RuleNode, root: yaml.Node | None, path: Path) -> None:
     ask = node.ask
     if ask is None:
         return
@@ -276,8 +284,12 @@ def _check_ask(node: RuleNode, root: yaml.Node | None, path: Path) -> None:
         raise RuleLoadError(path, line, msg("rule_question_needs_text", None, question=ask.key))
 
 
-def load_node(path: Path) -> LoadedNode:
-    """Parse and validate one rule file on its own (cross-file checks are in ``load_rules``)."""
+def load_node(path: Path) -> _Checked:
+    """Parse and validate one rule file on its own (cross-file checks are in ``validate_files``)."""
+    from pydantic import ValidationError
+
+    from oomdoctor.rules.model import RuleNode
+
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -296,11 +308,21 @@ def load_node(path: Path) -> LoadedNode:
     for name in node.env:
         if not ENV_NAME.match(name):
             raise RuleLoadError(path, line_of(root, ("env",), key=name), msg("rule_bad_env", None, name=name))
-    return LoadedNode(node=node, file=path, line=line_of(root, (), key="id") or 1, root=root)
+    return _Checked(node=node, file=path, line=line_of(root, (), key="id") or 1, root=root)
 
 
-def _cross_checks(loaded: list[LoadedNode]) -> None:
-    seen: dict[str, LoadedNode] = {}
+@dataclass(frozen=True)
+class _Checked:
+    """One file's pydantic-validated node, before the cross-file checks."""
+
+    node: model.RuleNode
+    file: Path
+    line: int
+    root: yaml.Node | None
+
+
+def _cross_checks(loaded: list[_Checked]) -> None:
+    seen: dict[str, _Checked] = {}
     for item in loaded:
         first = seen.get(item.node.id)
         if first is not None:
@@ -310,7 +332,7 @@ def _cross_checks(loaded: list[LoadedNode]) -> None:
                 msg("rule_duplicate_id", None, id=item.node.id, other=f"{first.file}:{first.line}"),
             )
         seen[item.node.id] = item
-    questions: dict[str, tuple[tuple[str, ...], LoadedNode]] = {}
+    questions: dict[str, tuple[tuple[str, ...], _Checked]] = {}
     for item in loaded:
         node, root = item.node, item.root
         for i, target in enumerate(node.next):
@@ -330,25 +352,57 @@ def _cross_checks(loaded: list[LoadedNode]) -> None:
             questions.setdefault(node.ask.key, (values, item))
 
 
+def validate_files(files: list[Path]) -> tuple[list[LoadedNode], list[dict[str, Any]]]:
+    """Validate every file (pydantic, then the cross-file checks): the nodes sorted by (rank, id), and each
+    node's validated data, which ``compiled.py`` keeps so the next start can skip this."""
+    checked = [load_node(p) for p in files]
+    _cross_checks(checked)
+    checked.sort(key=lambda n: (n.node.rank, n.node.id))
+    dumps = [item.node.model_dump() for item in checked]
+    loaded = [
+        LoadedNode(node=nodes.build(nodes.RuleNode, dump), file=item.file, line=item.line, root=item.root)
+        for item, dump in zip(checked, dumps, strict=True)
+    ]
+    return loaded, dumps
+
+
+def _rule_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise RuleLoadError(folder, None, msg("rule_dir_missing", None))
+    return sorted(p for p in folder.glob("*.yaml") if p.is_file())
+
+
+def check_rules(directory: Path | str | None = None) -> RuleSet:
+    """Validate a folder of rule files afresh, ignoring and not writing the cache (``oomdoctor rules check``)."""
+    from oomdoctor.resources import rules_dir
+
+    folder = Path(directory) if directory is not None else rules_dir()
+    loaded, _ = validate_files(_rule_files(folder))
+    return RuleSet(directory=folder, nodes=loaded)
+
+
 _CACHE: dict[tuple[str, tuple[tuple[str, int, int], ...]], RuleSet] = {}
 
 
 def load_rules(directory: Path | str | None = None) -> RuleSet:
-    """Every ``*.yaml`` in ``directory`` (default: the bundled rules/), validated; cached until a file changes."""
+    """Every ``*.yaml`` in ``directory`` (default: the bundled rules/), validated: from the user cache when
+    the files are as they were validated last, else afresh (and then cached). In-process, reused until a
+    file changes."""
     from oomdoctor.resources import rules_dir
+    from oomdoctor.rules import compiled
 
     folder = Path(directory) if directory is not None else rules_dir()
-    if not folder.is_dir():
-        raise RuleLoadError(folder, None, msg("rule_dir_missing", None))
-    files = sorted(p for p in folder.glob("*.yaml") if p.is_file())
+    files = _rule_files(folder)
     stamp = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
     key = (str(folder.resolve()), stamp)
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    loaded = [load_node(p) for p in files]
-    _cross_checks(loaded)
-    loaded.sort(key=lambda n: (n.node.rank, n.node.id))
+    digest = compiled.digest(files)
+    loaded = compiled.load(folder, digest)
+    if loaded is None:
+        loaded, dumps = validate_files(files)
+        compiled.save(digest, loaded, dumps)
     ruleset = RuleSet(directory=folder, nodes=loaded)
     _CACHE[key] = ruleset
     return ruleset

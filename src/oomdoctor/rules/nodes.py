@@ -1,0 +1,182 @@
+"""Decision nodes as the engine reads them: plain frozen dataclasses, built from validated rule files.
+
+``rules/model.py`` (pydantic) is the one definition of what a valid rule file is; it runs when a rule file
+is new or changed (``oomdoctor rules check``, the tests, the first start after an edit). Its result is kept
+as JSON in the user cache (``rules/compiled.py``), and every later start rebuilds these dataclasses from that
+JSON without importing pydantic or parsing YAML. Each class here has exactly the fields of its pydantic
+twin; ``tests/rules/test_compiled.py`` holds them together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from oomdoctor.rules.operators import OPERATORS
+
+
+@dataclass(frozen=True)
+class LocalText:
+    """A text in both languages."""
+
+    en: str
+    zh: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"en": self.en, "zh": self.zh}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``all`` / ``any`` / ``not`` over children, or a leaf ``fact`` + ``op`` + ``operand``."""
+
+    all_: tuple[Condition, ...] | None = None
+    any_: tuple[Condition, ...] | None = None
+    not_: Condition | None = None
+    fact: str | None = None
+    op: str | None = None
+    operand: Any = None
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.fact is not None
+
+    def fact_paths(self) -> list[tuple[str, tuple[Any, ...]]]:
+        """Every fact path this tree names, with the location (inside the condition) that names it."""
+        out: list[tuple[str, tuple[Any, ...]]] = []
+        if self.fact is not None:
+            out.append((self.fact, ("fact",)))
+            assert self.op is not None
+            out.extend((ref, (self.op,)) for ref in OPERATORS[self.op].fact_refs(self.operand))
+        for key, children in (("all", self.all_), ("any", self.any_)):
+            for i, child in enumerate(children or ()):
+                out.extend((p, (key, i, *loc)) for p, loc in child.fact_paths())
+        if self.not_ is not None:
+            out.extend((p, ("not", *loc)) for p, loc in self.not_.fact_paths())
+        return out
+
+
+@dataclass(frozen=True)
+class ChangeOp:
+    op: str
+    operand: Any = None
+
+
+@dataclass(frozen=True)
+class AnswerOption:
+    value: str
+    label: LocalText
+
+
+@dataclass(frozen=True)
+class Ask:
+    key: str
+    text: LocalText | None = None
+    answers: tuple[AnswerOption, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CauseFromFact:
+    fact: str
+    map: dict[str, str]
+    default: str = "unknown"
+
+
+@dataclass(frozen=True)
+class Locates:
+    phase: tuple[str, ...]
+    cause: str | CauseFromFact
+
+
+@dataclass(frozen=True)
+class Guard:
+    when: Condition
+    reason: LocalText
+
+
+@dataclass(frozen=True)
+class Requirement:
+    module: str
+    package: str
+
+
+@dataclass(frozen=True)
+class RuleNode:
+    id: str
+    title: LocalText
+    locates: Locates
+    when: Condition
+    why: LocalText
+    cost: LocalText
+    judge: LocalText
+    rank: int
+    docs: LocalText
+    aliases: tuple[str, ...] = ()
+    ask: Ask | None = None
+    change: dict[str, ChangeOp] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    write_deepspeed_template: str | None = None
+    manual: bool = False
+    fallback: bool = False
+    guards: tuple[Guard, ...] = ()
+    requires: tuple[Requirement, ...] = ()
+    next: tuple[str, ...] = ()
+
+
+# --- building from plain data (a validated model's dump, or the cached JSON) -------------------------------
+# Each class's converter is worked out once from its type hints; a start then builds ~600 objects in a few
+# hundred microseconds.
+
+Convert = Callable[[Any], Any]
+_BUILDERS: dict[type, Callable[[dict[str, Any]], Any]] = {}
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _converter(tp: Any) -> Convert:
+    """A function turning JSON-shaped data into the type ``tp`` names (None stays None)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        classes = [a for a in members if dataclasses.is_dataclass(a)]
+        plain = [a for a in members if not dataclasses.is_dataclass(a)]
+        as_class = _converter(classes[0]) if classes else _same
+        as_plain = _converter(plain[0]) if plain else _same
+        return lambda v: None if v is None else (as_class(v) if isinstance(v, dict) else as_plain(v))
+    if dataclasses.is_dataclass(tp):
+        return lambda v: None if v is None else build(tp, v)  # type: ignore[arg-type]
+    if origin is tuple:
+        item = _converter(typing.get_args(tp)[0])
+        return lambda v: None if v is None else tuple(item(x) for x in v)
+    if origin is dict:
+        item = _converter(typing.get_args(tp)[1])
+        return lambda v: None if v is None else {k: item(x) for k, x in v.items()}
+    return _same
+
+
+def _builder(cls: type) -> Callable[[dict[str, Any]], Any]:
+    hints = typing.get_type_hints(cls)
+    converters = {f.name: _converter(hints[f.name]) for f in dataclasses.fields(cls)}
+
+    def make(data: dict[str, Any]) -> Any:
+        unknown = data.keys() - converters.keys()
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}")
+        return cls(**{name: converters[name](value) for name, value in data.items()})
+
+    return make
+
+
+def build(cls: type[Any], data: dict[str, Any]) -> Any:
+    """An instance of the dataclass ``cls`` from ``data``; a key ``cls`` has no field for is an error, so a
+    field added to the pydantic model and not here fails loudly instead of vanishing."""
+    make = _BUILDERS.get(cls)
+    if make is None:
+        make = _BUILDERS[cls] = _builder(cls)
+    return make(data)

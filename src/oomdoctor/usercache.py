@@ -1,0 +1,80 @@
+"""oomdoctor's user cache (``$XDG_CACHE_HOME/oomdoctor``, ``~/.cache/oomdoctor`` when unset): derived data
+that is slow to build and cheap to rebuild, as JSON entries keyed by a hash of what they were built from.
+
+An entry that is missing, unreadable or damaged is a miss, never an error; one that cannot be written is
+simply not kept. Nothing here is the user's: any entry may be deleted at any time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from oomdoctor import __version__
+
+
+def cache_root(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "oomdoctor"
+
+
+def content_key(kind: str, parts: Iterable[tuple[str, bytes]]) -> str:
+    """A key for an entry built from these named contents by this version of oomdoctor.
+
+    Two independent 32-bit checksums and the total length: these are our own small files, not an adversary's,
+    and zlib is already loaded where importing hashlib (OpenSSL) would cost a start milliseconds.
+    """
+    crc, adler, size = 0, 1, 0
+    for chunk in (f"oomdoctor {__version__} {kind}\0".encode(), *_framed(parts)):
+        crc, adler, size = zlib.crc32(chunk, crc), zlib.adler32(chunk, adler), size + len(chunk)
+    return f"{crc:08x}{adler:08x}{size:x}"
+
+
+def _framed(parts: Iterable[tuple[str, bytes]]) -> Iterable[bytes]:
+    for name, data in parts:
+        yield f"{name}\0{len(data)}\0".encode()
+        yield data
+
+
+def _entry(kind: str, key: str) -> Path:
+    return cache_root() / kind / f"{key}.json"
+
+
+def read(kind: str, key: str) -> Any | None:
+    """The entry's payload, or None on a miss (or a damaged entry)."""
+    try:
+        data = json.loads(_entry(kind, key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("key") != key:
+        return None
+    return data.get("payload")
+
+
+def write(kind: str, key: str, payload: Any) -> bool:
+    """Keep ``payload`` (JSON-able) under ``key``, atomically; False when it cannot be kept."""
+    path = _entry(kind, key)
+    try:
+        text = json.dumps({"key": key, "payload": payload}, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return False
+    try:
+        import tempfile  # only on a miss
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        return False
+    return True
