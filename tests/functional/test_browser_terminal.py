@@ -70,7 +70,9 @@ def test_command_sh_runs_the_command_from_any_folder(user_dir: Path, tmp_path: P
 
 
 def test_shell_command_breaks_between_words_with_continuations() -> None:
-    command = "FORCE_TORCHRUN=1 llamafactory-cli train /very/long/path/to/trials/01-halve_micro_batch/config.yaml"
+    command = (
+        "FORCE_TORCHRUN=1 llamafactory-cli train /very/long/path/to/trials/01-halve_micro_batch/config.yaml"
+    )
     lines = ShellCommand(command).lines(40)
     assert len(lines) > 1 and all(line.endswith(" \\") for line in lines[:-1])
     joined = " ".join(line.removesuffix(" \\").strip() for line in lines)

@@ -248,7 +248,7 @@ class OomDoctorApp(App[int]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="trial")
     def run_trial(self, feed: TrialFeed, stop: threading.Event) -> None:
-        from oomdoctor.trial.compare import compare_trials
+        from oomdoctor.tui.comparison import compare_run_trials
 
         entry = feed.entry
 
@@ -275,17 +275,12 @@ class OomDoctorApp(App[int]):
             stop=stop,
             cwd=entry.run_dir,
         )
-        # Compared with the trial it came from, when that is a trial folder (a plain config is not a trial).
-        parent = Path(entry.parent) if entry.parent else None
-        dirs = (
-            [parent, feed.out_dir]
-            if parent is not None and (parent / "result.json").is_file()
-            else [feed.out_dir]
-        )
-        try:
-            comparison = compare_trials(dirs)
-        except BadInput:  # the trial wrote no result.json (it could not start): the result line says why
-            comparison = None
+        # Every trial of this run side by side (oldest first); one that wrote no result.json (it could not
+        # start) is left out, and the result line says why.
+        dirs = self.session.trial_dirs()
+        if feed.out_dir not in dirs:
+            dirs.append(feed.out_dir)
+        comparison = compare_run_trials(dirs) if (feed.out_dir / "result.json").is_file() else None
         self.post_message(self.TrialFinished(feed, result, comparison))
 
     def start_trial(self, entry: HistoryEntry) -> None:
@@ -357,6 +352,7 @@ class OomDoctorApp(App[int]):
     @on(RunLoaded)
     async def _run_loaded(self, event: RunLoaded) -> None:
         self.session.facts = event.facts
+        self.session.remember_origin(event.log, event.facts)
         await self.main_screen.refresh_view()
 
     @on(DiagnosisReady)

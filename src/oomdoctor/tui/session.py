@@ -63,6 +63,9 @@ class Session:
     scan: ScanResult | None = None
     loading: bool = False
     parent_trial: Path | None = None  # set by open_run when the run is a trial's
+    # The run that failed first (not a trial's): the comparison's baseline row, read from its log.
+    origin_log: Path | None = None
+    origin_log_facts: Any = None  # oomdoctor.facts.types.LogFacts
     # What the user told us beyond the files (api.gather keywords: lengths_file, longest_tokens, answers...).
     # It belongs to the run it came with: opening another run forgets it.
     known: dict[str, Any] = field(default_factory=dict)
@@ -160,6 +163,19 @@ class Session:
     def trial_parent(self) -> str | None:
         """The trial folder the run on screen came from: the next change is compared with it."""
         return str(self.parent_trial) if self.parent_trial is not None else None
+
+    def remember_origin(self, log: Path | None, facts: Facts) -> None:
+        """The first run opened that is not a trial's is the baseline the trials are compared with."""
+        if (
+            self.parent_trial is None
+            and facts.log is not None
+            and not self._descends_from_this_session(self.config)
+        ):
+            self.origin_log, self.origin_log_facts = log, facts.log
+
+    def trial_dirs(self) -> list[Path]:
+        """Every trial of this run, oldest first."""
+        return [folder for entry in self.history for folder in entry.trial_dirs]
 
     def entry_for(self, folder: Path) -> HistoryEntry | None:
         for entry in self.history:

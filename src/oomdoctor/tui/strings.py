@@ -366,6 +366,16 @@ TEXTS: dict[str, dict[str, str]] = {
         "many SSH terminals ignore that request, so check before pasting.",
         "zh": "oomdoctor 也请求终端把它放进剪贴板;JupyterLab 终端和很多 SSH 终端会忽略这个请求,粘贴前请确认。",
     },
+    "cmp_baseline_name": {"en": "original run ({log})", "zh": "原始运行({log})"},
+    "cmp_baseline_change": {"en": "(as it was)", "zh": "(原配置)"},
+    "cmp_baseline_delta": {"en": "baseline", "zh": "基线"},
+    "cmp_baseline_note": {
+        "en": "The original run's row comes from its log: memory in use when it ran out (not a sampled "
+        "peak), the steps it completed, how it ended.",
+        "zh": "原始运行一行取自它的日志:显存不足那一刻的占用(不是采样峰值)、完成的步数、结束方式。",
+    },
+    "cmp_delta_wall": {"en": "{wall} s", "zh": "{wall} 秒"},
+    "cmp_failed_not_saving": {"en": "(it failed: not a saving)", "zh": "(失败了,不算节省)"},
     # (end of tui)
 
     # --- messages added by the facts work (keep each group together) ---
