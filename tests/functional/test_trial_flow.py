@@ -68,7 +68,7 @@ async def test_trial_shows_live_memory_then_result_and_goes_back(user_dir: Path,
         await pilot.pause()
         await pilot.pause()
         history = screen_text(app)
-        assert "trials/01-halve_micro_batch" in history and "trial ran out of memory" in history
+        assert "01-halve_micro_batch" in history and "trial ran out of memory" in history  # 80: blocks
     [call] = launcher.calls
     assert call["config_path"] == user_dir / "trials/01-halve_micro_batch/config.yaml"
     assert call["out_dir"] == user_dir / "trials/01-halve_micro_batch-trial" and call["steps"] == 5

@@ -17,9 +17,14 @@ from rich.measure import Measurement
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Static
 
 from oomdoctor.i18n import MESSAGES, Lang, msg, pick
 from oomdoctor.tui.render import change_summary
+from oomdoctor.tui.screens import BACK_KEYS, DoctorScreen
 from oomdoctor.tui.strings import t
 
 if TYPE_CHECKING:
@@ -250,3 +255,37 @@ def compare_run_trials(dirs: list[Path]) -> Any:
         return compare_trials(done)
     except BadInput:
         return None
+
+
+class ComparisonScreen(DoctorScreen):
+    """Key v: every trial of this run under the failed run, read from the trial folders now (a trial
+    finished in an earlier session counts too)."""
+
+    BINDINGS = [
+        Binding(BACK_KEYS, "back", "Back", id="back", tooltip="Go back to the previous screen"),
+        Binding("escape", "back", "Back", id="back", tooltip="Go back to the previous screen", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="compare-scroll"):
+            yield Static(id="compare-body")
+        yield Footer(compact=True)
+
+    async def on_mount(self) -> None:
+        super().on_mount()
+        await self.refresh_view()
+        self.query_one("#compare-scroll", VerticalScroll).focus()
+
+    async def refresh_view(self) -> None:
+        session = self.doctor.session
+        lang = self.lang
+        comparison = compare_run_trials(session.trial_dirs())
+        body = self.query_one("#compare-body", Static)
+        if comparison is None:
+            body.update(t("compare_none", lang))
+            return
+        baseline = baseline_row(session.origin_log_facts, session.origin_log, lang)
+        body.update(ComparisonView(comparison, lang, baseline=baseline))
+
+    def action_back(self) -> None:
+        self.app.pop_screen()

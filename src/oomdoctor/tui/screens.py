@@ -236,6 +236,7 @@ class MainScreen(DoctorScreen):
             tooltip="Stop measuring",
             show=False,
         ),
+        Binding("v", "compare", "Compare", id="compare", tooltip="Compare every trial of this run"),
         Binding("r", "runs", "Runs", id="runs", tooltip="Pick another run in this folder"),
         Binding("f", "show_tab('facts')", "Facts", show=False, id="tab_facts", tooltip="Facts"),
         Binding("p", "show_tab('proposal')", "Proposal", show=False, id="tab_proposal", tooltip="Proposal"),
@@ -253,7 +254,7 @@ class MainScreen(DoctorScreen):
                 yield ProposalView(id="proposal-view")
             with TabPane("History", id="history"):
                 yield Static(id="history-empty")
-                yield HistoryTable(id="history-table", cursor_type="row")
+                yield HistoryTable(id="history-table")
         with Horizontal(id="measure-status"):
             yield Static(id="measure-label")
             yield ProgressBar(id="measure-bar", show_eta=False)
@@ -334,6 +335,8 @@ class MainScreen(DoctorScreen):
             return session.measuring
         if action == "next_proposal":
             return len(session.proposals) > 1
+        if action == "compare":
+            return any((d / "result.json").is_file() for d in session.trial_dirs())
         if action in ("copy_command", "trial"):
             return session.patch is not None and proposal is not None and session.patch_rule == proposal.rule
         return True
@@ -397,6 +400,11 @@ class MainScreen(DoctorScreen):
 
     def action_runs(self) -> None:
         self.doctor.show_picker()
+
+    def action_compare(self) -> None:
+        from oomdoctor.tui.comparison import ComparisonScreen
+
+        self.app.push_screen(ComparisonScreen())
 
 
 # ------------------------------------------------------------------------------------------------ dialogs
@@ -467,8 +475,14 @@ def rule_docs(rule_id: str, next_ids: list[str], lang: Lang) -> tuple[str, list[
         return "", list(next_ids)
 
     def text(local: object) -> str:
-        dump = getattr(local, "model_dump", None)  # the rule schema's LocalText model
-        return pick(dump() if dump is not None else local, lang)  # type: ignore[arg-type]
+        if local is None or isinstance(local, str | dict):
+            return pick(local, lang)  # type: ignore[arg-type]
+        dump = getattr(local, "model_dump", None)  # the rule schema's LocalText (a model, or plain fields)
+        if dump is not None:
+            return pick(dump(), lang)
+        return pick(
+            {"en": str(getattr(local, "en", "") or ""), "zh": str(getattr(local, "zh", "") or "")}, lang
+        )
 
     docs = text(rules.get(rule_id).docs) if rule_id in rules.by_id else ""
     titles = [f"{text(rules.get(n).title)} ({n})" if n in rules.by_id else n for n in next_ids]

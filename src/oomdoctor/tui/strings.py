@@ -376,6 +376,20 @@ TEXTS: dict[str, dict[str, str]] = {
     },
     "cmp_delta_wall": {"en": "{wall} s", "zh": "{wall} 秒"},
     "cmp_failed_not_saving": {"en": "(it failed: not a saving)", "zh": "(失败了,不算节省)"},
+    "history_origin": {"en": "Run that failed:", "zh": "失败的运行:"},
+    "history_restored": {
+        "en": "Reopened: the changes and trials below were made here earlier (trials/).",
+        "zh": "重新打开:下面的修改和试跑是之前在这里做的(trials/)。",
+    },
+    "history_col_from": {"en": "Made from", "zh": "基于"},
+    "history_folder": {"en": "Changes and their trials, in {folder}/:", "zh": "修改及其试跑,位于 {folder}/:"},
+    "history_from_original": {"en": "the run that failed", "zh": "失败的运行"},
+    "key_compare": {"en": "Compare", "zh": "对比"},
+    "key_compare_tip": {
+        "en": "Every trial of this run side by side, under the run that failed",
+        "zh": "把这次运行的所有试跑与失败的运行并排对比",
+    },
+    "compare_none": {"en": "No trial has finished yet.", "zh": "还没有完成的试跑。"},
     # (end of tui)
 
     # --- messages added by the facts work (keep each group together) ---
