@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from oomdoctor.errors import BadInput
+from oomdoctor.errors import BadInput, one_line
 from oomdoctor.facts.types import ConfigFacts, DataFacts
 from oomdoctor.i18n import in_lang, msg
 
@@ -290,7 +290,7 @@ def read_lengths_file(path: str | Path) -> DataFacts:
     from oomdoctor import inputs
 
     p = Path(path)
-    shown = inputs.one_line(p)
+    shown = one_line(p)
     if not p.exists():
         raise BadInput(msg("file_missing", None, what="lengths file", what_zh="长度文件", path=shown))
     try:
@@ -327,8 +327,8 @@ def dataset_files_inside(dataset_dir: Path, names: Sequence[str]) -> dict[str, P
         file_name = entry["file_name"]
         target = (dataset_dir / file_name).resolve()
         if not target.is_relative_to(base):
-            raise BadInput(msg("in_escapes", None, path=inputs.one_line(info_path), key=f"{inputs.one_line(name)}.file_name",
-                               value=inputs.one_line(file_name), base=inputs.one_line(base)))  # fmt: skip
+            raise BadInput(msg("in_escapes", None, path=one_line(info_path), key=f"{one_line(name)}.file_name",
+                               value=one_line(file_name), base=one_line(base)))  # fmt: skip
         found[name] = target
     return found
 

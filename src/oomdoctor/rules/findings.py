@@ -66,7 +66,7 @@ def _ranks(facts: Facts) -> list[Finding]:
     log = facts.log
     out: list[Finding] = []
     for fid, fields in rank_findings(log.ranks if log is not None else None):
-        out += finding(fid, **fields)
+        out += finding(fid, "info", **fields)
     return out
 
 
