@@ -224,7 +224,10 @@ def _lf_counter(config: ConfigFacts) -> Iterator[_Counter]:
 
         def split(train: Any, evaluation: Any) -> tuple[dict[str, Any], dict[str, Any]]:
             try:
-                return split_dataset(train, evaluation, data_args, seed=training_args.seed)
+                parts: tuple[dict[str, Any], dict[str, Any]] = split_dataset(
+                    train, evaluation, data_args, seed=training_args.seed
+                )
+                return parts
             except (OSError, ValueError, KeyError) as err:
                 raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
 
