@@ -42,14 +42,14 @@ def gather(
     eval_longest_tokens: int | None = None,
     lengths_file: str | os.PathLike[str] | None = None,
     data: DataFacts | None = None,
-    gpu_total_mib: float | None = None,
+    capacity_mib: float | None = None,
 ) -> Facts:
     """Read every fact we can (config, log, GPU, model shape) and assemble them, with the estimate built
     on the settled card and world size (``rules.assemble``).
 
     Real sample lengths come from ``data`` (measured earlier in this session), a file saved by
     ``oomdoctor lengths --json``, or the user's own numbers (``longest_tokens`` wins over the file's);
-    measuring them here would import the training stack. ``gpu_total_mib`` is the user's --gpu-mib.
+    measuring them here would import the training stack. ``capacity_mib`` is the user's --gpu-mib.
     """
     from oomdoctor.facts.config import read_config
     from oomdoctor.facts.dataset import known_lengths
@@ -72,7 +72,7 @@ def gather(
         model=read_model(config) if config is not None else None,
         data=data,
         env=dict(os.environ),
-        capacity_mib=gpu_total_mib,
+        capacity_mib=capacity_mib,
     )
     facts = assemble(readings, answers)
     return _calibrated(facts, readings, answers)

@@ -800,6 +800,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "{path}: {key} should be {expected}, got {got}",
         "zh": "{path}:{key} 应为 {expected},实际为 {got}",
     },
+    "in_bad_csv": {"en": "{path}: line {line} is not CSV ({detail})", "zh": "{path}:第 {line} 行不是 CSV 格式({detail})"},
     "in_too_many_rows": {"en": "{path} has more than {limit} rows", "zh": "{path} 超过 {limit} 行"},
     "in_line_too_long": {
         "en": "{path}: line {line} is longer than {limit} bytes",

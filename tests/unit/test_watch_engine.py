@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
-from oomdoctor.estimate import estimate
 from oomdoctor.facts.config import config_from_mapping
 from oomdoctor.facts.gpu import FakeGpuSource
 from oomdoctor.facts.model import model_from_name
 from oomdoctor.facts.types import DataFacts, GpuDevice, GpuFacts, GpuProcess
+from oomdoctor.rules.assemble import facts_of
 from oomdoctor.rules.facts import Facts
 from oomdoctor.watch import Observation, Pool, WarningEngine, schedule
 from oomdoctor.watch.advice import load_spec, make_advise, make_plan
@@ -33,8 +33,7 @@ def _facts(case: dict[str, Any]) -> Facts:
     card = case.get("card")
     total = card["total_mib"] if card else None
     gpu = GpuFacts(available=bool(card), devices=[GpuDevice(0, card["name"], total)] if card else [])
-    est = estimate(config, model, data=data, gpu_total_mib=total)
-    return Facts(config=config, model=model, data=data, estimate=est, gpu=gpu, gpu_total_mib=total)
+    return facts_of(config=config, model=model, data=data, gpu=gpu, capacity_mib=total)
 
 
 def _observation(frame: dict[str, Any], card: dict[str, Any] | None) -> Observation:

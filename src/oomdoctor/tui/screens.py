@@ -439,14 +439,14 @@ def rule_docs(rule_id: str, next_ids: list[str], lang: Lang) -> tuple[str, list[
     (cached by the engine); ids stand in for what the rule set does not hold."""
     try:
         from oomdoctor.rules.loader import load_rules
+        from oomdoctor.rules.nodes import LocalText
 
         rules = load_rules()
     except Exception:  # the proposal is still worth showing without its docs
         return "", list(next_ids)
 
-    def text(local: object) -> str:
-        dump = getattr(local, "model_dump", None)  # the rule schema's LocalText model
-        return pick(dump() if dump is not None else local, lang)  # type: ignore[arg-type]
+    def text(local: LocalText) -> str:
+        return pick(local.as_dict(), lang)
 
     docs = text(rules.get(rule_id).docs) if rule_id in rules.by_id else ""
     titles = [f"{text(rules.get(n).title)} ({n})" if n in rules.by_id else n for n in next_ids]

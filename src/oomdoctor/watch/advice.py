@@ -96,10 +96,12 @@ def _choose(diagnosis: Any, prefer_cause: str | None) -> Any:
 
 def make_advise(facts: Facts) -> Any:
     """``advise(kind, fields)``: the proposal the decision nodes make for the foreseen failure."""
+    from oomdoctor.rules.assemble import assemble
     from oomdoctor.rules.engine import diagnose
 
     def advise(kind: str, fields: dict[str, Any]) -> Advice:
-        hypothetical = dataclasses.replace(facts, log=_hypothetical_log(kind, fields))
+        readings = dataclasses.replace(facts.readings, log=_hypothetical_log(kind, fields), estimate=facts.estimate)
+        hypothetical = assemble(readings, facts.answers)
         prefer = load_spec()["kinds"][kind].get("prefer_cause")
         try:
             diagnosis = diagnose(hypothetical)

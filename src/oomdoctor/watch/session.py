@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -105,10 +106,21 @@ class Watcher:
             )
             if roots:
                 self.tree = procs.ProcessTree(roots)
+                self._output_dir_from(roots[0])
         members = self.tree.members() if self.tree is not None else []
         if members:
             self.found_once = True
         return members
+
+    def _output_dir_from(self, pid: int) -> None:
+        """A relative output_dir is relative to the training's folder, which may not be ours."""
+        import psutil
+
+        raw = self.config.output_dir
+        if not raw or Path(raw).expanduser().is_absolute():
+            return
+        with contextlib.suppress(psutil.Error):
+            self.output_dir = Path(psutil.Process(pid).cwd()) / raw
 
     def _gpu_pools(self, run_pids: set[int]) -> list[Pool]:
         if not self.on_gpu:
