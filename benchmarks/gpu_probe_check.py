@@ -61,8 +61,8 @@ def build_data(folder: Path) -> Path:
     from fixtures.tiny_qwen3 import write_tiny_dataset
 
     short = write_tiny_dataset(folder / "short", n=396, n_val=96, words_per_sample=(20, 250))
-    long = write_tiny_dataset(folder / "long", n=4, n_val=4, words_per_sample=(560, 600), seed=1)
-    evals = write_tiny_dataset(folder / "evals", n=1, n_val=4, words_per_sample=(340, 360), seed=2)
+    long = write_tiny_dataset(folder / "long", n=4, n_val=4, words_per_sample=(640, 680), seed=1)
+    evals = write_tiny_dataset(folder / "evals", n=1, n_val=4, words_per_sample=(385, 400), seed=2)
     data = folder / "data"
     data.mkdir()
     train = json.loads((short / "tiny_train.json").read_text()) + json.loads((long / "tiny_train.json").read_text())
