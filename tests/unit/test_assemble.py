@@ -60,6 +60,8 @@ def test_a_rank_number_is_a_lower_bound_never_the_world_size() -> None:
     assert facts.config.world_size == 1 and d.micro_batch == 4 and d.accumulation == 8
     ids = [f.id for f in diagnose(facts).findings]
     assert "effective_batch" not in ids and "multi_gpu_no_deepspeed" in ids  # several GPUs, at least 4
+    per_process = next(f for f in diagnose(facts).findings if f.id == "effective_batch_unknown_world")
+    assert "32" in per_process.text["en"] and "4" in per_process.text["en"] and "32" in per_process.text["zh"]
 
 
 def test_the_banners_world_size_is_the_one_everybody_reads() -> None:
