@@ -826,7 +826,10 @@ def test_questions_come_one_tier_at_a_time() -> None:
 def test_a_question_whose_answers_change_nothing_is_not_asked() -> None:
     # Another process holds half the card: that is the advice wherever it stopped.
     log = gpu_oom(
-        "unknown", other_processes=[OtherProcess(pid=149826, used_mib=17387.5)], allocated_mib=1000.0
+        "unknown",
+        other_processes=[OtherProcess(pid=149826, used_mib=17387.5)],
+        allocated_mib=1000.0,
+        process_in_use_mib=1300.0,  # "this process has": the listed one is another job's
     )
     d = diagnose(facts_of(config=course(), log=log))
     assert d.proposal.rule == "other_process.free_the_card" and d.questions == []

@@ -651,6 +651,54 @@ def _fit(st: _Setting, peak_b: float, smi: tuple[float, float], gpu_total_mib: f
     return fit
 
 
+def _flag(config: ConfigFacts, key: str, default: bool) -> bool:
+    from oomdoctor.facts.config import setting
+
+    value = setting(config, key)
+    return default if value is None else str(value).strip().lower() in ("true", "1", "yes")
+
+
+def _save_terms(st: _Setting, trainable_params: int) -> tuple[dict[str, float], dict[str, float]]:
+    """What a checkpoint save adds (bytes): on one GPU, beyond what the run holds between steps, and in host
+    RAM of the node (the saving ranks). Returns ``(gpu_parts, host_parts)``, the parts named."""
+    from oomdoctor.facts.config import setting
+
+    config, s, sk, method, zero = st.config, st.s, st.k["save"], st.method, st.zero
+    trainable_bytes = _trainable_bytes(st)
+    opt_state_per_param = _optimizer_bytes(st)[0]
+    fsdp = bool(setting(config, "fsdp"))
+    gathered = float(sk["gathered_weight_bytes"])
+    body = s.params - s.embedding_params
+    gpu: dict[str, float] = {}
+    host: dict[str, float] = {}
+    if zero >= 3 and sk["zero3_gathers_16bit_weights"]:
+        gpu["zero3_gather"] = s.vocab * s.hidden * gathered
+    if fsdp:
+        gpu["fsdp_unshard"] = (s.embedding_params + body / max(1, s.layers)) * gathered
+    if config.quantization_bit and int(config.quantization_bit) == 8 and method != "full":
+        gpu["int8_layout_copy"] = max(0, body - s.layers * s.norms * s.hidden) * float(sk["int8_layout_copy_bytes"])
+    if method == "lora":
+        saved = trainable_params * trainable_bytes  # the adapter only
+    elif zero:
+        saved = s.params * gathered  # DeepSpeed writes its 16-bit weights
+    else:
+        saved = s.params * (trainable_bytes if method == "full" else gathered)
+    # a gathered state dict (ZeRO-3, FSDP full) is built whole on rank 0's CPU; otherwise safetensors copies
+    # one shard at a time
+    gathered_to_cpu = (zero >= 3 or fsdp) and method != "lora"
+    host["state_dict_copy"] = saved if gathered_to_cpu else min(saved, float(sk["max_shard_mib"]) * MIB)
+    if not _flag(config, "save_only_model", bool(sk["save_only_model_default"])):
+        largest = s.vocab * s.hidden if method in ("full", "freeze") else trainable_params / max(1, s.layers)
+        if zero:
+            host["optimizer_copy"] = trainable_params * float(sk["flat_partition_bytes"])  # every rank's flat partition
+        elif fsdp:
+            host["optimizer_copy"] = trainable_params * opt_state_per_param  # gathered on rank 0
+            gpu["optimizer_gather"] = largest * opt_state_per_param
+        else:
+            host["optimizer_copy"] = largest * opt_state_per_param / 2  # one moment at a time, rank 0 only
+    return gpu, host
+
+
 def estimate(
     config: ConfigFacts,
     model: ModelFacts,
@@ -688,6 +736,8 @@ def estimate(
         st.notes.add("est_note_per_gpu", gpus=st.world)
     rendered = st.notes.rendered()
     phases = {"load": peaks.load / MIB, "train": peaks.train / MIB, "eval": peaks.eval / MIB}
+    # what a checkpoint adds on the GPU and in host RAM (not part of the peak: saves are rare)
+    save_gpu, save_host = _save_terms(st, int(trainable_params))
     return Estimate(
         peak_allocated_mib=round(peaks.peak / MIB, 1),
         expected_nvidia_smi_mib=(round(smi[0], 1), round(smi[1], 1)),
@@ -714,4 +764,6 @@ def estimate(
         fills_card=fit.fills_card,
         expected_nvidia_smi_on_card_mib=fit.on_card,
         calibration=calibration.describe() if calibration is not None else None,
+        save_gpu_mib={key: round(value / MIB, 1) for key, value in save_gpu.items()},
+        save_host_mib={key: round(value / MIB, 1) for key, value in save_host.items()},
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from oomdoctor.diagnosis import Diagnosis, Finding
+from oomdoctor.facts.account import account_json, account_of
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import both
 from oomdoctor.rules.asking import QUESTION_TIERS, check_answers, choose_questions
@@ -101,6 +102,7 @@ def _diagnosis(facts: Facts, **fields: Any) -> Diagnosis:
         capacity_mib=facts.derived.capacity_mib,
         free_mib=log.free_mib if log is not None else None,
         reserved_unallocated_mib=log.reserved_unallocated_mib if log is not None else None,
+        account=account_json(account_of(log)),
         answers=dict(facts.answers),
         facts=_facts_summary(facts),
         **fields,
@@ -111,6 +113,8 @@ def _evidence_cause(facts: Facts) -> str:
     d, est = facts.derived, facts.estimate
     if d.memory_kind == "host":
         return "host_ram"
+    if d.dominant_cause and d.phase in ("first_batch", "long_sample"):
+        return d.dominant_cause  # a logits frame or request, else the estimate's term (derive.py)
     if est is not None and d.phase in ("first_batch", "long_sample"):
         return CAUSE_BY_TERM.get(est.dominant_term, "activations")
     return CAUSE_BY_PHASE.get(d.phase, "unknown")

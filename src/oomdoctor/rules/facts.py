@@ -172,7 +172,20 @@ class Derived:
         "samples cutoff_candidate would cut, when the lengths were counted at that cutoff (None: not counted)"
     )
     reserve_would_fit: bool | None = _fact(
-        "free + reserved-but-unallocated >= the request: the memory was there, in pieces"
+        "the unused reserve is a real share of the card (facts/account.py) and, with what was free, would have "
+        "served the request had it been in one piece: the memory was there, in pieces"
+    )
+    other_process_whose: str | None = _fact(
+        "whose the memory outside this run is: stranger (another job), unclear (a listed process that may be "
+        "this run's own: another rank, its vLLM engine, this notebook's kernel), None: none"
+    )
+    logits_evidence: str | None = _fact(
+        "frame (a function over the full-vocabulary logits among the failure's innermost frames) / size (the "
+        "request is micro-batch x padded length x vocabulary x 4 or 2 bytes, x2 for DPO/KTO pairs) / None"
+    )
+    dominant_cause: str | None = _fact(
+        "what the failing step's biggest term is: logits when logits_evidence says so, else the estimate's "
+        "dominant term (logits / activations / weights / optimizer_state); None when neither tells"
     )
 
 

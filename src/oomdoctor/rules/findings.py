@@ -11,6 +11,7 @@ from typing import Any
 
 from oomdoctor.diagnosis import Finding
 from oomdoctor.errors import BadInput
+from oomdoctor.facts.ranks import rank_findings
 from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import LANGS, Lang, both, msg
 from oomdoctor.rules.facts import Facts
@@ -58,6 +59,15 @@ def _traceback_cut(facts: Facts) -> list[Finding]:
     if log is not None and not log.oom and log.traceback_cut and not log.other_error:
         return finding("traceback_cut", "warning")
     return []
+
+
+def _ranks(facts: Facts) -> list[Finding]:
+    """A multi-rank log: who ran out first, and whether the others did too or were torn down (facts/ranks.py)."""
+    log = facts.log
+    out: list[Finding] = []
+    for fid, fields in rank_findings(log.ranks if log is not None else None):
+        out += finding(fid, **fields)
+    return out
 
 
 def _other_error(facts: Facts) -> list[Finding]:
@@ -283,6 +293,7 @@ def _in_effect(facts: Facts) -> list[Finding]:
 FACT_FINDINGS: tuple[Producer, ...] = (
     _inputs,
     _traceback_cut,
+    _ranks,
     _other_error,
     _phase_answer_over_log,
     _phase_evidence,

@@ -101,6 +101,7 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
     if facts.estimate is None or facts.model is None or facts.config is None or not changes:
         return None
     from oomdoctor.estimate import estimate, with_changes
+    from oomdoctor.estimate.calibrate import calibration_of
 
     phase = ESTIMATE_PHASE.get(facts.derived.phase)
     before = facts.estimate.phases.get(phase) if phase else None
@@ -110,7 +111,13 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
     new_values: dict[str, Any] = {name: pair[1] for name, pair in changes.items()}
     try:
         changed = with_changes(facts.config, new_values)
-        after = estimate(changed, facts.model, data=facts.data, gpu_total_mib=facts.derived.capacity_mib)
+        after = estimate(
+            changed,
+            facts.model,
+            data=facts.data,
+            gpu_total_mib=facts.derived.capacity_mib,
+            calibration=calibration_of(facts.estimate),  # a probe's calibration, when the estimate had one
+        )
     except Exception as err:  # the estimate is a help, never a reason for the diagnosis to fail
         return EstimatedEffect(before_mib=before, note=both("effect_unavailable", error=str(err)[:200]))
     if phase is None:
