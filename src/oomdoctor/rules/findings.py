@@ -34,7 +34,7 @@ FRAGMENTATION_FINDING_SHARE = 0.5
 BATCH_PHASES = ("first_batch", "long_sample")
 
 
-def finding(fid: str, severity: str = "info", **fields: Any) -> list[Finding]:
+def finding(fid: str, severity: str = "info", /, **fields: Any) -> list[Finding]:
     """One finding whose text is ``f_<fid>`` filled with the same fields in both languages."""
     return [Finding(id=fid, text=both(f"f_{fid}", **fields), severity=severity)]
 
