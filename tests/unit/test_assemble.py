@@ -106,7 +106,7 @@ def test_ray_and_fsdp_runs_are_sharded_and_not_told_to_use_deepspeed() -> None:
     fsdp = facts_of(config=course(fsdp="full_shard auto_wrap"), log=log)
     assert fsdp.derived.sharded_by == "fsdp"
     plain = facts_of(config=course(), log=log)
-    assert plain.derived.sharded_by is None
+    assert plain.derived.sharded_by == "none"
     switched_on = facts_of(config=course(), log=log, env={"USE_RAY": "1"})  # how many workers: unsaid
     assert (switched_on.derived.sharded_by, switched_on.derived.world_size) == ("ray", None)
     for facts in (ray, fsdp):

@@ -197,7 +197,7 @@ def _eval_batch_default(facts: Facts) -> list[Finding]:
 
 def _multi_gpu_no_deepspeed(facts: Facts) -> list[Finding]:
     d = facts.derived
-    if facts.config is None or (d.processes_at_least or 1) <= 1 or d.sharded_by is not None:
+    if facts.config is None or (d.processes_at_least or 1) <= 1 or d.sharded_by != "none":
         return []
     return finding("multi_gpu_no_deepspeed", "warning", world=d.processes_at_least)
 
