@@ -88,7 +88,7 @@ def _watch_beside(run: dict[str, Any], name: str, eval_batch: int) -> dict[str, 
     looker = threading.Thread(target=look_for_oom, daemon=True)
     looker.start()
     try:
-        out, err = watch.communicate(timeout=300)
+        out, err = watch.communicate(timeout=480)  # a loaded CI machine runs it several times slower
         train.wait(timeout=60)
     finally:
         done.set()

@@ -88,3 +88,27 @@ def test_cgroup_memory_limit_in_either_hierarchy(tmp_path: Path, version: str) -
     assert limit.limit_mib == 8192 and limit.left_mib == 2048
     (folder / names[0]).write_text("max\n" if version == "v2" else f"{2**63 - 4096}\n")
     assert procs.cgroup_limit(os.getpid(), root=tmp_path) is None  # no limit
+
+
+def test_a_relative_output_dir_is_followed_in_the_training_folder(tmp_path: Path) -> None:
+    """The run started elsewhere with output_dir: saves/x; its trainer_log.jsonl is read from its folder."""
+    from oomdoctor.facts.gpu import FakeGpuSource
+    from oomdoctor.watch import Watcher
+
+    run_dir = tmp_path / "run"
+    (run_dir / "saves" / "x").mkdir(parents=True)
+    (run_dir / "saves" / "x" / "trainer_log.jsonl").write_text(
+        '{"current_steps": 7, "total_steps": 20, "loss": 1.25, "remaining_time": "0:00:13"}\n'
+    )
+    config = tmp_path / "train.yaml"
+    config.write_text("model_name_or_path: Qwen/Qwen3-0.6B\nstage: sft\ndataset: d\nmax_steps: 20\noutput_dir: saves/x\n")
+    training = _start([sys.executable, "-c", SLEEPER, str(config)], run_dir)
+    try:
+        watcher = Watcher(config, gpu_source=FakeGpuSource.unavailable())
+        frame = watcher.poll()
+        assert frame["pids"] == [training.pid]
+        assert frame["step"] == 7 and frame["loss"] == 1.25 and frame["eta_s"] == 13.0
+        assert watcher.output_dir == run_dir / "saves" / "x"
+    finally:
+        training.kill()
+        training.wait()

@@ -80,6 +80,19 @@ def command_names(proc: Any, targets: set[str]) -> bool:
     return any(_resolve(arg, cwd) in targets for arg in cmdline[1:])
 
 
+def _mentions(pid: int, names: list[bytes]) -> bool:
+    """A cheap first look: does the raw command line hold one of the file names? (Linux ``/proc``; elsewhere
+    every process goes on to the full check.)"""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return not os.path.isdir("/proc")
+    except OSError:
+        return False
+    return any(name in raw for name in names)
+
+
 def find_training(config: str | None, output_dir: str | None) -> list[int]:
     """Pids of the topmost processes whose command line names the config or the output folder."""
     import psutil
@@ -87,13 +100,18 @@ def find_training(config: str | None, output_dir: str | None) -> list[int]:
     targets = {os.path.normpath(os.path.abspath(p)) for p in (config, output_dir) if p}
     if not targets:
         return []
+    names = [os.fsencode(Path(t).name) for t in targets]
     skip = _own_lineage()
     found: dict[int, int] = {}
-    for proc in psutil.process_iter(["pid", "ppid"]):
-        if proc.info["pid"] in skip:
+    for pid in psutil.pids():
+        if pid in skip or not _mentions(pid, names):
             continue
-        if command_names(proc, targets):
-            found[proc.info["pid"]] = proc.info["ppid"]
+        try:
+            proc = psutil.Process(pid)
+            if command_names(proc, targets):
+                found[pid] = proc.ppid()
+        except psutil.Error:
+            continue
     return sorted(pid for pid, ppid in found.items() if ppid not in found)
 
 
