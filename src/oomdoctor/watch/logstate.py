@@ -51,11 +51,31 @@ def _finished_pattern() -> re.Pattern[str]:
     return next(m.pattern for m in tables().markers if m.context == "after_train")
 
 
-def _tail(path: Path) -> str:
-    size = int(_settings()["tail_bytes"])
-    with open(path, "rb") as fh:
-        fh.seek(max(0, os.fstat(fh.fileno()).st_size - size))
-        return fh.read().decode("utf-8", errors="replace")
+OVERLAP_BYTES = 512  # a marker cut at the last look is read again whole (markers are shorter)
+
+
+class TailReader:
+    """Each log's bytes since the last look (the last ``tail_bytes`` the first time): a watcher following a
+    log alone reads only what was added, not the whole tail every frame."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Path, int] = {}
+
+    def new_text(self, path: Path) -> str | None:
+        """What was added since the last look (with an overlap), or None when nothing was."""
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            last = self._seen.get(path)
+            if last == size:
+                return None
+            fresh = last is None or size < last  # first look, or the file was rewritten
+            fh.seek(max(0, size - int(_settings()["tail_bytes"])) if fresh else max(0, last - OVERLAP_BYTES))  # type: ignore[operator]
+            self._seen[path] = size
+            return fh.read(size - fh.tell()).decode("utf-8", errors="replace")
+
+
+def _tail(path: Path, reader: TailReader | None) -> str:
+    return (reader or TailReader()).new_text(path) or ""
 
 
 def console_shows_end(text: str) -> bool:
@@ -91,9 +111,12 @@ class LogState:
         return self.age_s is not None and self.age_s <= seconds
 
 
-def log_state(console: list[Path], jsonl: Path | None, *, within_s: float, now: float | None = None) -> LogState:
+def log_state(
+    console: list[Path], jsonl: Path | None, *, within_s: float, now: float | None = None, reader: TailReader | None = None
+) -> LogState:
     """The newest write among the run's logs and, when it is within ``within_s``, whether they show the end
-    of training (an older log is not read)."""
+    of training (an older log is not read). With a ``reader``, only what was added since its last look is
+    read (the end of training comes last), so a caller that looks every second keeps it cheap."""
     now = time.time() if now is None else now
     stamped = []
     for path in [*console, *([jsonl] if jsonl else [])]:
@@ -108,8 +131,8 @@ def log_state(console: list[Path], jsonl: Path | None, *, within_s: float, now: 
     if age > within_s:
         return LogState(Path(newest), age, False)
     try:
-        ended = any(console_shows_end(_tail(p)) for p in console if p.is_file())
-        ended = ended or (jsonl is not None and not console and jsonl_shows_end(_tail(jsonl)))
+        ended = any(console_shows_end(_tail(p, reader)) for p in console if p.is_file())
+        ended = ended or (jsonl is not None and not console and jsonl_shows_end(_tail(jsonl, reader)))
     except OSError:
         ended = False
     return LogState(Path(newest), age, ended)

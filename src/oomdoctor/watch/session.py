@@ -81,6 +81,7 @@ class Watcher:
         self.peaks: dict[str, float] = {}
         self.log_only = False  # no process of the run is visible: followed from its log alone
         self.log = logstate.LogState(None, None, False)
+        self._tails = logstate.TailReader()
 
     # ---- what to follow --------------------------------------------------------------------------------
     def _attach_followers(self) -> None:
@@ -146,7 +147,8 @@ class Watcher:
             return False
         window = logstate.stale_s() if self.log_only else logstate.recent_s()
         console = logstate.console_logs(self.log_path, self.output_dir)
-        self.log = logstate.log_state(console, logstate.trainer_log(self.log_path, self.output_dir), within_s=window)
+        self.log = logstate.log_state(console, logstate.trainer_log(self.log_path, self.output_dir), within_s=window,
+                                      reader=self._tails)  # fmt: skip
         live = self.log.written_within(window) and not self.log.ended
         if self.log_only and not live:
             self.ended = True
