@@ -1,4 +1,4 @@
-"""The log reader against the real cases of ../shared/cases/oom_cases_dev.yaml: phase from the log alone.
+"""The log reader against the real cases of tests/cases/oom_cases_dev.yaml: phase from the log alone.
 
 For every case with log text, ``parse_log_text(log_excerpt)`` must give the case's phase label. Labels map
 to reader phases as follows:
@@ -29,8 +29,7 @@ import yaml
 from oomdoctor.facts.log import parse_log_text
 from oomdoctor.facts.types import LogFacts
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
-CASES = SHARED / "cases" / "oom_cases_dev.yaml"
+CASES = Path(__file__).resolve().parent / "cases" / "oom_cases_dev.yaml"  # a copy of the shared dev set
 LABEL_TO_PHASE = {"mid_train_long_sample": "long_sample"}
 REQUIRED_SCORE = 0.80
 
@@ -112,14 +111,14 @@ def phase_from_log_alone(cases: list[dict[str, Any]]) -> tuple[int, int]:
     return correct, total
 
 
-@pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
+@pytest.mark.skipif(not CASES.is_file(), reason="the dev case file is missing")
 def test_phase_from_log_alone_on_dev_cases() -> None:
     correct, total = phase_from_log_alone(_load_cases())
     assert total > 0
     assert correct * 100 >= total * REQUIRED_SCORE * 100, f"{correct}/{total} below {REQUIRED_SCORE:.0%}"
 
 
-@pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
+@pytest.mark.skipif(not CASES.is_file(), reason="the dev case file is missing")
 def test_dev_case_numbers_are_read() -> None:
     """Where a case's excerpt holds the OOM message, its sizes are read (spot checks in both formats)."""
     by_id = {c["id"]: c for c in _load_cases()}
@@ -174,7 +173,7 @@ def located_or_asked(cases: list[dict[str, Any]]) -> tuple[int, int, int]:
     return correct, asked, wrong
 
 
-@pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
+@pytest.mark.skipif(not CASES.is_file(), reason="the dev case file is missing")
 def test_diagnosis_on_dev_cases_locates_or_asks() -> None:
     """What the product answers with everything a reporter gave (config fields + log): the phase is right,
     or it is unknown and the phase question is asked. A wrong phase is worse than a question."""
@@ -333,7 +332,7 @@ def answered_kinds(
     return misses
 
 
-@pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
+@pytest.mark.skipif(not CASES.is_file(), reason="the dev case file is missing")
 def test_answered_dev_cases_end_with_the_maintainers_kind_of_proposal() -> None:
     """Answering the questions as each reporter would (one tier at a time: the phase first, then which memory,
     then card facts) ends in a proposal of the kind the maintainers advised, and never in nothing."""
@@ -358,7 +357,7 @@ def every_answered_phase_has_a_proposal(cases: list[dict[str, Any]]) -> None:
             assert answered.proposal is not None, f"{case['id']}: no proposal after phase={phase}"
 
 
-@pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
+@pytest.mark.skipif(not CASES.is_file(), reason="the dev case file is missing")
 def test_every_answered_phase_of_a_gpu_oom_ends_with_a_proposal() -> None:
     """Whatever phase the user answers for a GPU OOM the files cannot place, a proposal follows (a manual one
     when nothing in the config can help)."""

@@ -16,17 +16,20 @@ import codecs
 import json
 import os
 import re
+import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from oomdoctor.errors import BadInput
 from oomdoctor.facts import log_window
 from oomdoctor.facts.log_oom import parse_oom_numbers
 from oomdoctor.facts.log_phase import Frame, decide, text
+from oomdoctor.facts.log_reassemble import reassemble
 from oomdoctor.facts.log_scan import LogScanner, Run
 from oomdoctor.facts.log_tables import Tables, tables
 from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary
 from oomdoctor.facts.log_window import DEFAULT_SIZES, WindowSizes
+from oomdoctor.facts.ranks import rank_report
 from oomdoctor.facts.types import LogFacts, OtherProcess
 from oomdoctor.i18n import msg
 
@@ -73,8 +76,10 @@ def parse_log_text(text: str, *, path: str | None = None) -> LogFacts:
     if records is not None:
         return _facts_from(LogScanner(), path=path, trainer_log=records, bytes_read=len(text))
     scanner = LogScanner()
-    scanner.feed_text(text)
-    return _facts_from(scanner, path=path, bytes_read=len(text))
+    scanner.feed_text(reassemble(text))
+    facts = _facts_from(scanner, path=path, bytes_read=len(text))
+    facts.ranks = rank_report(text)
+    return facts
 
 
 # ---------------------------------------------------------------------------------------------- files
@@ -85,7 +90,7 @@ def _scan_file(
 
     The head and the tail are read as bytes and searched the way grep does (``log_window``): only the
     windows around what matters are decoded, so a big log costs its tail budget's bytes, not its lines."""
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         sniff = fh.read(_SNIFF_BYTES)
     bom = bom_encoding(sniff)
     if tail_bytes is None or (bom and bom.startswith("utf-16")) or not log_window.available():
@@ -95,7 +100,7 @@ def _scan_file(
     size = p.stat().st_size
     head_bytes = min(HEAD_BYTES, max(4096, tail_bytes // 8))  # never more than a fraction of the budget
     skip_bom = 3 if bom == "utf-8-sig" else 0
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         if size <= tail_bytes + head_bytes:
             data = fh.read()
             if not log_window.has_text(data, skip_bom, len(data)):
@@ -130,7 +135,7 @@ def _scan_file_whole(p: Path, scanner: LogScanner, tail_bytes: int | None) -> tu
     """The reader before log_window: every byte of the head and tail decoded and scanned line by line.
     Used for UTF-16 logs, for the full streamed scan, and by the tests that check both readers agree."""
     size = p.stat().st_size
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         head = fh.read(min(size, _SNIFF_BYTES))
         if looks_binary(head):
             raise BadInput(msg("log_binary", None, path=p))
@@ -160,6 +165,17 @@ def _scan_file_whole(p: Path, scanner: LogScanner, tail_bytes: int | None) -> tu
     scanner.gap()
     scanner.feed_text(tail_text)
     return len(head_data) + len(tail_data), True, encoding
+
+
+def _open_regular(p: Path) -> BinaryIO:
+    """Open a log for reading, refusing at once what is not a regular file: a FIFO would block the open (or
+    the read) forever, a device never ends. The check is on the opened descriptor, so a file swapped for a
+    FIFO after ``is_file()`` is refused too."""
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BadInput(msg("not_a_file", None, path=p))
+    return os.fdopen(fd, "rb")
 
 
 def _to_last_newline(data: bytes, encoding: str | None) -> bytes:
@@ -234,14 +250,14 @@ def _read_output_dir(d: Path, tail_bytes: int | None) -> LogFacts:
 def _is_trainer_log(p: Path) -> bool:
     if p.name.endswith(".jsonl"):
         return True
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         first = fh.read(4096).lstrip()
     return first.startswith(b'{"') and b'"current_steps"' in first
 
 
 def _read_trainer_log(p: Path) -> list[dict[str, Any]]:
     size = p.stat().st_size
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         if size > TRAINER_LOG_MAX_BYTES:
             fh.seek(size - TRAINER_LOG_MAX_BYTES)
         data = fh.read()
@@ -270,7 +286,7 @@ def _trainer_records(content: str) -> list[dict[str, Any]] | None:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # broken, or nested deeper than any record (json recurses)
             continue
         if isinstance(obj, dict):
             records.append(obj)
@@ -280,10 +296,14 @@ def _trainer_records(content: str) -> list[dict[str, Any]] | None:
 
 
 def _number(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
+    """A finite value of a sane size (NaN kept: a diverged loss is a reading); None for anything else."""
+    if value is None or isinstance(value, (bool, dict, list)):
         return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if number != number or abs(number) < 1e15 else None
 
 
 # ---------------------------------------------------------------------------------------------- facts
@@ -349,6 +369,8 @@ def _facts_from(
         f.allocated_mib = n.allocated_mib
         f.reserved_mib = n.reserved_mib
         f.reserved_unallocated_mib = n.reserved_unallocated_mib
+        f.allowed_mib, f.private_pools_mib = n.allowed_mib, n.private_pools_mib
+        f.current_active_mib = n.current_active_mib
         f.gpu_index = n.gpu_index
         if n.gpu_index is not None and n.gpu_index in run.card_names:
             f.card_name = run.card_names[n.gpu_index]  # the failing card, where the log names each card
