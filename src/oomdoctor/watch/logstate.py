@@ -15,6 +15,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CONSOLE_LOG_NAMES = ("running_log.txt", "train.log", "nohup.out")
 TRAINER_LOG = "trainer_log.jsonl"
@@ -38,7 +39,7 @@ def trainer_log(log_path: Path | None, output_dir: Path | None) -> Path | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _settings() -> dict[str, object]:
+def _settings() -> dict[str, Any]:
     from oomdoctor.watch.advice import load_spec
 
     return dict(load_spec()["log_only"])
@@ -69,7 +70,7 @@ class TailReader:
             if last == size:
                 return None
             fresh = last is None or size < last  # first look, or the file was rewritten
-            fh.seek(max(0, size - int(_settings()["tail_bytes"])) if fresh else max(0, last - OVERLAP_BYTES))  # type: ignore[operator]
+            fh.seek(max(0, size - int(_settings()["tail_bytes"])) if last is None or fresh else max(0, last - OVERLAP_BYTES))
             self._seen[path] = size
             return fh.read(size - fh.tell()).decode("utf-8", errors="replace")
 
@@ -82,7 +83,7 @@ def console_shows_end(text: str) -> bool:
     """The text says training is over: finished, or failed (a traceback, an out-of-memory, a kill)."""
     from oomdoctor.facts.log import parse_log_text
 
-    if _finished_pattern().search(text) or any(line in text for line in _settings()["end_lines"]):  # type: ignore[attr-defined]
+    if _finished_pattern().search(text) or any(line in text for line in _settings()["end_lines"]):
         return True
     facts = parse_log_text(text)
     return bool(facts.oom or facts.other_error or facts.traceback_cut)
@@ -139,11 +140,11 @@ def log_state(
 
 
 def recent_s() -> float:
-    return float(_settings()["recent_s"])  # type: ignore[arg-type]
+    return float(_settings()["recent_s"])
 
 
 def stale_s() -> float:
-    return float(_settings()["stale_s"])  # type: ignore[arg-type]
+    return float(_settings()["stale_s"])
 
 
 def log_is_live(log_path: Path | None, output_dir: Path | None, *, now: float | None = None) -> bool:
