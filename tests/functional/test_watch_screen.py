@@ -78,6 +78,7 @@ async def test_a_log_still_being_written_opens_watch_mode_from_the_log_alone(use
         await _wait_for(pilot, lambda: bool(list(screen.query(MemoryPlot))))
         [plot] = list(screen.query(MemoryPlot))
         assert plot.pool_name == "estimate" and {"eval", "longest_batch"} <= set(plot.pool["phase_lines_mib"])
+        assert "No warning can be judged" in str(screen.query_one("#watch-warnings-text").render())
         with open(log, "a", encoding="utf-8") as fh:
             fh.write("torch.OutOfMemoryError" + failure)
         await _wait_for(pilot, lambda: screen.frame is not None and screen.frame["ended"], tries=200)

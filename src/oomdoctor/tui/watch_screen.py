@@ -184,7 +184,12 @@ class WatchScreen(DoctorScreen):
                 text.append(f"! {w['text'][lang]}\n", style="bold yellow")
                 text.append(f"  {w['act'][lang]}\n")
         elif frame["alive"]:
-            text.append(t("watch_no_warning", lang) + "\n", style="green")
+            from oomdoctor.watch.render import has_readings
+
+            if has_readings(frame):
+                text.append(t("watch_no_warning", lang) + "\n", style="green")
+            else:
+                text.append(t("watch_no_readings", lang) + "\n", style="dim")
         if frame["history"]:
             first = frame["history"][0]
             text.append(t("watch_first_warning", lang, elapsed=f"{first['time_s']:.0f}",

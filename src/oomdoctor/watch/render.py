@@ -48,11 +48,16 @@ def _reading_lines(pool: dict[str, Any], source: str, lang: Lang) -> list[str]:
     ]  # fmt: skip
 
 
+def has_readings(frame: dict[str, Any]) -> bool:
+    """Some memory of the run was read (not only the estimate's levels): warnings can be judged."""
+    return any(pool["used_mib"] is not None for pool in frame["pools"])
+
+
 def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
     """The frame as text; ``final`` is the Diagnosis once the run has ended."""
     lines = [msg("wr_title", lang, time=frame["time"], config=frame["config"]), ""]
     if frame["alive"]:
-        lines.append(msg("wr_run", lang, pids=", ".join(map(str, frame["pids"])), step=_num(frame["step"]),
+        lines.append(msg("wr_run", lang, pids=", ".join(map(str, frame["pids"])) or "-", step=_num(frame["step"]),
                          total=_num(frame["total_steps"]), loss="-" if frame["loss"] is None else f"{frame['loss']:.4f}",
                          eta=_eta(frame["eta_s"])))  # fmt: skip
         lines.append(msg("wr_next", lang, eval=_num(frame["next_eval_step"]), save=_num(frame["next_save_step"])))
@@ -69,7 +74,7 @@ def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
         for w in frame["warnings"]:
             lines += [f"  ! {w['text'][lang]}", f"    {w['act'][lang]}"]
     elif frame["alive"]:
-        lines.append(msg("wr_no_warnings", lang))
+        lines.append(msg("wr_no_readings" if not has_readings(frame) else "wr_no_warnings", lang))
     if frame["history"]:
         first = frame["history"][0]
         lines.append(msg("wr_first", lang, text=first["text"][lang], elapsed=f"{first['time_s']:.0f}",
