@@ -18,6 +18,7 @@ import contextlib
 import functools
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 try:  # Python 3.11+
@@ -142,12 +143,34 @@ def _scanner_needles() -> list[str] | None:
     return needles
 
 
+def _cached_needles() -> list[str] | None:
+    """The needles, derived once per content of the files they come from (kept in the user cache: parsing
+    some thirty regexes costs a start more than reading a small JSON entry)."""
+    from oomdoctor import usercache
+    from oomdoctor.facts import launcher, log_scan
+    from oomdoctor.facts.log_tables import MARKERS_FILE
+
+    sources = [Path(__file__), Path(log_scan.__file__), Path(launcher.__file__), MARKERS_FILE]
+    try:
+        key = usercache.content_key("log-needles", [(p.name, p.read_bytes()) for p in sources])
+    except OSError:
+        return _scanner_needles()
+    cached = usercache.read("log-needles", key)
+    if isinstance(cached, dict) and (
+        cached.get("needles") is None or isinstance(cached.get("needles"), list)
+    ):
+        return cached["needles"]
+    needles = _scanner_needles()
+    usercache.write("log-needles", key, {"needles": needles})
+    return needles
+
+
 @functools.lru_cache(maxsize=1)
 def hit_pattern() -> Any | None:
     """One compiled search for every needle (on first use), with ``.search(buf, pos, endpos)``; None when a
     regex has no needles. RE2 (google-re2) runs a literal alternation as a DFA, several times faster than
     ``re`` on text where many bytes start a needle; ``re`` serves where RE2 is not installed."""
-    needles = _scanner_needles()
+    needles = _cached_needles()
     if needles is None:
         return None
     pattern = b"|".join(re.escape(n) for n in needle_bytes(needles))
