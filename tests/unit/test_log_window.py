@@ -154,3 +154,18 @@ def test_a_line_without_a_needle_changes_nothing_the_gaps_drop() -> None:
         assert after == fresh, line
         checked += 1
     assert checked > 100
+
+
+def test_the_re_fallback_reads_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where google-re2 is not installed the needles are searched with ``re``: same windows, same facts."""
+    import re
+
+    from oomdoctor.facts import log_needles
+
+    pattern = re.compile(
+        b"|".join(re.escape(n) for n in log_needles.needle_bytes(log_needles._cached_needles()))
+    )
+    monkeypatch.setattr(log_window, "hit_pattern", lambda: pattern)
+    for path in CASE_LOGS[:8] + [ROOT / "configs" / "demo" / "train.log"]:
+        old, new = _both(path, TINY)
+        assert new == old
