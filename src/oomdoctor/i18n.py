@@ -671,6 +671,70 @@ MESSAGES: dict[str, dict[str, str]] = {
     "len_next": {"en": "next: oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}", "zh": "下一步:oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}"},
     "est_note_ppo": {"en": "PPO also holds a reward/value model and generation buffers: not counted here", "zh": "PPO 还会占用奖励/价值模型与生成缓存:此处未计入"},
     # --- messages added by the diag work (keep each group together) ---
+    "acct_line": {
+        "en": "card {card} MiB = this run {run} (PyTorch {alloc} + reserved-unused {unused} + other non-PyTorch "
+        "{nonpt}) + other processes {others} + free {free}",
+        "zh": "整卡 {card} MiB = 本次运行 {run}(PyTorch 已分配 {alloc} + 已预留未使用 {unused} + 其他非 PyTorch "
+        "{nonpt})+ 其他进程 {others} + 空闲 {free}",
+    },
+    "acct_line_reserve": {
+        "en": "card {card} MiB = this run at least {run} (PyTorch {alloc} + reserved-unused {unused}; its CUDA "
+        "context is not stated) + outside this run's reserve {outside} (its CUDA context, other processes) "
+        "+ free {free}",
+        "zh": "整卡 {card} MiB = 本次运行至少 {run}(PyTorch 已分配 {alloc} + 已预留未使用 {unused};其 CUDA "
+        "上下文未列出)+ 本次运行预留之外 {outside}(其 CUDA 上下文、其他进程)+ 空闲 {free}",
+    },
+    "acct_self_pid": {
+        "en": "Process {pid} in the message is this run itself, listed under its host pid",
+        "zh": "报错中的进程 {pid} 就是本次运行自身,以宿主机 pid 列出",
+    },
+    "acct_whose_context": {
+        "en": "Process {pid}: {mib} MiB, a bare CUDA context (another rank's stray context or an idle kernel)",
+        "zh": "进程 {pid}:{mib} MiB,只是一个 CUDA 上下文(其他 rank 误建的上下文或空闲内核)",
+    },
+    "acct_whose_stranger": {
+        "en": "Process {pid}: {mib} MiB held by another job",
+        "zh": "进程 {pid}:{mib} MiB,被另一个任务占用",
+    },
+    "acct_whose_unclear": {
+        "en": "Process {pid}: {mib} MiB, cannot tell from the log whether it is part of this run (another rank, "
+        "its vLLM engine, this notebook's kernel) or another job",
+        "zh": "进程 {pid}:{mib} MiB,日志看不出它属于本次运行(另一个 rank、它的 vLLM 引擎、本 notebook 的内核)"
+        "还是另一个任务",
+    },
+    "acct_outside_big": {
+        "en": "{mib} MiB in use outside this run's reserve is more than a CUDA context (up to {ctx} MiB): another "
+        "process very likely holds part of the card",
+        "zh": "本次运行预留之外在用 {mib} MiB,超出一个 CUDA 上下文(至多 {ctx} MiB):很可能有其他进程占用了这张卡",
+    },
+    "r_account": {"en": "Memory on the card:", "zh": "显存账目:"},
+    "log_ev_mmap_at_start": {
+        "en": "the process could not map a library or a weights file into memory before any training: its start "
+        "(imports) or loading, with system RAM or the address space exhausted",
+        "zh": "在任何训练之前进程就无法把库或权重文件映射进内存:发生在启动(导入)或加载时,系统内存或地址空间已耗尽",
+    },
+    "log_ev_conflict_load_steps": {
+        "en": "but {n} training step(s) had completed before it: a loading marker and a step counter disagree, "
+        "so the phase is asked, not guessed",
+        "zh": "但此前已完成 {n} 个训练步:加载标记与步数计数相互矛盾,因此询问阶段而不是猜测",
+    },
+    "f_ranks_first": {
+        "en": "{first} ran out of memory first (of {n} processes in the log): the diagnosis is of its failure.",
+        "zh": "{first} 最先显存不足(日志中共 {n} 个进程):诊断针对它的失败。",
+    },
+    "f_ranks_same_cause": {
+        "en": "{others} ran out of memory too: the same cause on each, so one change serves them all.",
+        "zh": "{others} 也显存不足:各自原因相同,一处修改对它们都适用。",
+    },
+    "f_ranks_torn_down": {
+        "en": "{others} stopped after it (the launcher's SIGTERM / ChildFailedError, NCCL aborting): torn down, "
+        "not failures of their own.",
+        "zh": "{others} 在它之后停止(启动器的 SIGTERM / ChildFailedError、NCCL 中止):是被连带终止,不是各自的失败。",
+    },
+    "f_ranks_root_cause": {
+        "en": "torchrun's summary names rank {rank} as the first observed failure.",
+        "zh": "torchrun 的汇总把 rank {rank} 列为最先观察到的失败。",
+    },
     # (end of diag)
 
     # --- messages added by the probe work (keep each group together) ---
@@ -710,7 +774,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "cal_headline_no_points": {"en": "calibrated by trial {trial}", "zh": "已按试跑 {trial} 校准"},
     "cal_no_points": {"en": "trial {trial} measured no usable peak (no milestone passed, or no samples): nothing to calibrate from", "zh": "试跑 {trial} 没有可用的峰值测量(没有通过任何关卡,或没有采样):无法校准"},
     "cal_cache_unwritable": {"en": "cannot write the calibration cache {path}: {detail}", "zh": "无法写入校准缓存 {path}:{detail}"},
-    "cal_written": {"en": "Calibrated from this probe ({fitted}): {constants}; saved to {path}", "zh": "已根据本次探测校准({fitted}):{constants};已保存到 {path}"},
+    "cal_written": {"en": "Estimate {fitted}; fitted {constants}; saved to {path} and the user cache", "zh": "估算{fitted};拟合结果 {constants};已保存到 {path} 和用户缓存"},
     "cal_point": {"en": "  {phase:<5} {kind:<10} measured {measured:>9,.0f} MiB  model {before:>9,.0f}  calibrated {after:>9,.0f}", "zh": "  {phase:<5} {kind:<10} 实测 {measured:>9,.0f} MiB  模型 {before:>9,.0f}  校准后 {after:>9,.0f}"},
     "est_calibrated": {"en": "Calibrated: {text} (constants from calibration: {names})", "zh": "已校准:{text}(来自校准的常数:{names})"},
     "fit_title": {"en": "The largest batch that fits: micro-batch {batch}, accumulation {accumulation}, eval batch {eval_batch}", "zh": "放得下的最大批次:单卡 batch {batch},梯度累积 {accumulation},验证 batch {eval_batch}"},
@@ -753,7 +817,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "wr_run": {"en": "pid {pids}  step {step} / {total}  loss {loss}  ETA {eta}", "zh": "pid {pids}  第 {step} / {total} 步  loss {loss}  剩余 {eta}"},
     "wr_next": {"en": "next validation at step {eval}, next save at step {save}", "zh": "下次验证在第 {eval} 步,下次保存在第 {save} 步"},
     "wr_pool": {"en": "{used} / {limit} MiB  peak {peak}  left {left} MiB", "zh": "{used} / {limit} MiB  峰值 {peak}  剩余 {left} MiB"},
-    "wr_phase_lines": {"en": "estimate: validation would reach {eval} MiB, the longest batch {batch} MiB", "zh": "估算:验证会到 {eval} MiB,最长批次会到 {batch} MiB"},
+    "wr_phase_lines": {"en": "estimate: validation would reach {eval} MiB, the longest batch {batch} MiB, the next save {save} MiB", "zh": "估算:验证会到 {eval} MiB,最长批次会到 {batch} MiB,下次保存会到 {save} MiB"},
     "wr_limit_card": {"en": "the card", "zh": "显卡"},
     "wr_limit_rlimit_as": {"en": "host memory, address-space limit of the training (prlimit --as)", "zh": "主机内存,训练进程的地址空间上限(prlimit --as)"},
     "wr_limit_cgroup": {"en": "host memory, cgroup limit", "zh": "主机内存,cgroup 上限"},
@@ -800,6 +864,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "{path}: {key} should be {expected}, got {got}",
         "zh": "{path}:{key} 应为 {expected},实际为 {got}",
     },
+    "in_bad_csv": {"en": "{path}: line {line} is not CSV ({detail})", "zh": "{path}:第 {line} 行不是 CSV 格式({detail})"},
     "in_too_many_rows": {"en": "{path} has more than {limit} rows", "zh": "{path} 超过 {limit} 行"},
     "in_line_too_long": {
         "en": "{path}: line {line} is longer than {limit} bytes",

@@ -24,10 +24,12 @@ from oomdoctor.errors import BadInput
 from oomdoctor.facts import log_window
 from oomdoctor.facts.log_oom import parse_oom_numbers
 from oomdoctor.facts.log_phase import Frame, decide, text
+from oomdoctor.facts.log_reassemble import reassemble
 from oomdoctor.facts.log_scan import LogScanner, Run
 from oomdoctor.facts.log_tables import Tables, tables
 from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary
 from oomdoctor.facts.log_window import DEFAULT_SIZES, WindowSizes
+from oomdoctor.facts.ranks import rank_report
 from oomdoctor.facts.types import LogFacts, OtherProcess
 from oomdoctor.i18n import msg
 
@@ -74,8 +76,10 @@ def parse_log_text(text: str, *, path: str | None = None) -> LogFacts:
     if records is not None:
         return _facts_from(LogScanner(), path=path, trainer_log=records, bytes_read=len(text))
     scanner = LogScanner()
-    scanner.feed_text(text)
-    return _facts_from(scanner, path=path, bytes_read=len(text))
+    scanner.feed_text(reassemble(text))
+    facts = _facts_from(scanner, path=path, bytes_read=len(text))
+    facts.ranks = rank_report(text)
+    return facts
 
 
 # ---------------------------------------------------------------------------------------------- files
@@ -365,6 +369,8 @@ def _facts_from(
         f.allocated_mib = n.allocated_mib
         f.reserved_mib = n.reserved_mib
         f.reserved_unallocated_mib = n.reserved_unallocated_mib
+        f.allowed_mib, f.private_pools_mib = n.allowed_mib, n.private_pools_mib
+        f.current_active_mib = n.current_active_mib
         f.gpu_index = n.gpu_index
         if n.gpu_index is not None and n.gpu_index in run.card_names:
             f.card_name = run.card_names[n.gpu_index]  # the failing card, where the log names each card

@@ -152,6 +152,9 @@ class LogFacts:
     reserved_mib: float | None = None  # "reserved in total by PyTorch"
     reserved_unallocated_mib: float | None = None  # "reserved by PyTorch but unallocated"
     other_processes: list[OtherProcess] = field(default_factory=list)  # "Process N has X memory in use"
+    allowed_mib: float | None = None  # old format "N allowed": a per-process memory fraction caps this process
+    private_pools_mib: float | None = None  # "with N allocated in private pools (e.g., CUDA Graphs)"
+    current_active_mib: float | None = None  # Ascend NPU "N current active"
     frames: list[str] = field(default_factory=list)  # function names in the last traceback, outermost first
     warnings: list[str] = field(default_factory=list)  # e.g. allocation retries, "Killing subprocess"
     alloc_retries: int = 0  # "N CUDA malloc retries" / allocator warnings seen
@@ -197,6 +200,8 @@ class LogFacts:
     # DeepSpeed ZeRO stage the log shows (a traceback through ZeRO's stage files, its optimizer banner, its
     # config dump); read by the rules (derived.zero_stage) when the config does not say.
     zero_stage: int | None = None
+    # A log of several ranks or nodes (facts/ranks.py): who ran out first, who ran out too, who was torn down.
+    ranks: Any = None  # RankReport | None
 
 
 @dataclass

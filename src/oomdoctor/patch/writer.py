@@ -26,12 +26,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from oomdoctor import __version__, inputs
 from oomdoctor.diagnosis import Proposal
 from oomdoctor.errors import BadInput
-from oomdoctor.facts.config import is_llamaboard_file, lf_knowledge, read_config_text, yaml_error_line
+from oomdoctor.facts.config import is_llamaboard_file, lf_knowledge, read_config_text
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import both, msg
 from oomdoctor.patch.yaml_edit import EditError, KeyEdit, apply_edits
@@ -83,7 +81,7 @@ def write_patched_config(
         edited = apply_edits(text, edits, rule=proposal.rule)
     except EditError as err:
         raise BadInput(msg("patch_cannot_edit", None, path=source, detail=err)) from None
-    final = yaml.safe_load(edited.text)
+    final = inputs.load_yaml(edited.text, path=inputs.one_line(out / CONFIG_NAME))
 
     run_dir, relative = find_run_dir(final, source.parent)
     inputs.check_new_folder(out, protected=run_folders(raw, run_dir))
@@ -140,10 +138,7 @@ def write_patched_config(
 
 
 def _load_raw(source: Path, text: str) -> dict[str, Any]:
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise BadInput(msg("yaml_malformed", None, path=source, detail=yaml_error_line(err))) from None
+    raw = inputs.load_yaml(text, path=inputs.one_line(source))  # aliases, depth and numbers bounded
     if raw is None:
         raise BadInput(msg("config_empty", None, path=source))
     if not isinstance(raw, dict):

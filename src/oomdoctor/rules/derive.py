@@ -12,6 +12,8 @@ import dataclasses
 import math
 import re
 
+from oomdoctor.facts.account import account_of, reserve_is_real
+from oomdoctor.facts.logits import logits_frame, request_is_logits
 from oomdoctor.facts.types import GpuDevice, LogFacts
 from oomdoctor.rules.facts import Derived, Facts
 from oomdoctor.rules.questions import yes_no
@@ -34,9 +36,6 @@ MEMORY_KIND_BY_OOM_KIND: dict[str, str] = {
 COMPUTE_ALLOCATOR_KINDS: frozenset[str] = frozenset({"cpu_alloc"})
 COMPUTE_PHASES: frozenset[str] = frozenset({"first_batch", "long_sample", "eval"})
 
-# A container may show the failing process as "Process N has X in use" (its host pid). Its own use is
-# PyTorch's reserved memory plus the CUDA context, which is at most this much (older CUDA: about 1.3 GiB).
-CUDA_CONTEXT_MAX_MIB = 1536.0
 # An NVML device is the card from the log when their sizes agree within this fraction.
 SAME_CARD_TOLERANCE = 0.02
 BYTES_PER_PARAM_16BIT = 2
@@ -106,7 +105,6 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
         config is not None
         and config.evaluation_only
         and log_failed(facts)
-        and weights_loaded is not False
         and not _card_held_by_others(facts)
     ):
         return "eval", "config"  # nothing but evaluation runs after the weights load
@@ -147,10 +145,8 @@ def _memory_kind(facts: Facts, phase: str) -> tuple[str | None, str | None]:
             return "gpu", "traceback"
         if phase in ("load", "save"):
             return "gpu", "assumed"
-    if log is None and phase not in ("unknown", "none"):
-        # no log, only the user's word on where it stopped: GPU memory is what people bring here, and the
-        # question stays open in case it was host RAM
-        return "gpu", "assumed"
+    # no log, only the user's word on where it stopped: which memory ran out is asked ("GPU or host memory?")
+    # before any GPU-side change is proposed
     return None, None
 
 
@@ -225,37 +221,62 @@ def bf16_of_card_name(name: str) -> bool | None:
 
 
 def _other_processes(facts: Facts) -> tuple[float | None, list[int], int | None]:
-    """(MiB other processes held, their pids, the pid that is the failing process itself)."""
+    """(MiB other processes held, their pids, the pid that is the failing process itself): from the OOM
+    message read as an account of the card (facts/account.py), else NVML's processes on the failing card."""
     log = facts.log
+    acc = account_of(log)
+    if acc is not None and (acc.listed or acc.self_pid is not None):
+        return acc.listed_mib, [p.pid for p in acc.listed], acc.self_pid
+    if acc is not None and acc.stranger_mib > 0:
+        return acc.stranger_mib, [], None  # no process list: what lies outside this run's reserve
     if log is not None and log.other_processes:
-        listed = list(log.other_processes)
-        self_pid = None
-        if log.process_in_use_mib is None:
-            own = log.reserved_mib
-            if own is None and log.allocated_mib is not None:
-                own = log.allocated_mib + (log.reserved_unallocated_mib or 0.0)
-            if own is not None:
-                matches = [p for p in listed if own - 1.0 <= p.used_mib <= own + CUDA_CONTEXT_MAX_MIB]
-                if not matches and log.capacity_mib is not None and log.free_mib is not None:
-                    # the card's memory in use (capacity - free) cannot hold this process's own reserved
-                    # memory AND a listed process as large: that entry is this process (its CUDA context
-                    # and NCCL buffers can exceed CUDA_CONTEXT_MAX_MIB on big multi-GPU jobs)
-                    in_use = log.capacity_mib - log.free_mib
-                    slack = SAME_CARD_TOLERANCE * log.capacity_mib
-                    matches = [
-                        p for p in listed if p.used_mib >= own - 1.0 and own + p.used_mib > in_use + slack
-                    ]
-                if matches:
-                    mine = min(matches, key=lambda p: abs(p.used_mib - own))
-                    self_pid = mine.pid
-                    listed = [p for p in listed if p is not mine]
-        return sum(p.used_mib for p in listed), [p.pid for p in listed], self_pid
+        return sum(p.used_mib for p in log.other_processes), [p.pid for p in log.other_processes], None
     if log is not None and log.oom:
         device = _failing_device(facts)
         if device is not None and device.processes:
             used = [p for p in device.processes if p.used_mib]
             return sum(p.used_mib or 0.0 for p in used), [p.pid for p in used], None
     return None, [], None
+
+
+def _other_process_whose(facts: Facts) -> str | None:
+    """stranger / unclear (a listed process that may be this run's own) / None: see ``Derived``."""
+    acc = account_of(facts.log)
+    if acc is not None and (acc.listed or acc.self_pid is not None or acc.stranger_mib > 0):
+        big = [p for p in acc.listed if p.whose in ("stranger", "unclear")]
+        if any(p.whose == "unclear" for p in big):
+            return "unclear"
+        return "stranger" if big or acc.stranger_mib > 0 else None
+    return "stranger" if _other_processes(facts)[0] else None  # NVML: processes alive on this machine now
+
+
+_CAUSE_OF_TERM = {
+    "logits_loss": "logits",
+    "activations": "activations",
+    "weights": "weights",
+    "trainable_state": "optimizer_state",
+}
+
+
+def _logits_evidence(facts: Facts, padded: int | None) -> str | None:
+    """frame / size / None: see ``Derived.logits_evidence`` (the logic is facts/logits.py)."""
+    log, config, model = facts.log, facts.config, facts.model
+    if log is None:
+        return None
+    if logits_frame(log.frames):
+        return "frame"
+    lengths = [n for n in (padded, config.cutoff_len if config else None) if n]
+    vocab = model.vocab_size if model is not None else None
+    stage = config.stage if config is not None else None
+    micro_batch = facts.derived.micro_batch
+    return "size" if request_is_logits(log.requested_mib, micro_batch, lengths, vocab, stage) else None
+
+
+def _dominant_cause(facts: Facts, logits_evidence: str | None) -> str | None:
+    if logits_evidence is not None:
+        return "logits"
+    est = facts.estimate
+    return _CAUSE_OF_TERM.get(est.dominant_term) if est is not None else None
 
 
 def _eval_batch(facts: Facts) -> int | None:
@@ -314,10 +335,8 @@ def _cutoff_that_fits(facts: Facts, limit: int) -> int | None:
     capacity = facts.derived.capacity_mib
     if config is None or model is None or facts.estimate is None or not capacity:
         return None
-    try:
-        from oomdoctor.estimate import estimate, with_changes  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+    from oomdoctor.estimate import estimate, with_changes
+
     cutoff = (limit - 1) // CUTOFF_STEP * CUTOFF_STEP
     while cutoff >= CUTOFF_STEP:
         trial = with_changes(config, {"cutoff_len": cutoff})
@@ -359,9 +378,10 @@ def _padded_longest(facts: Facts) -> int | None:
 
 
 def _reserve_would_fit(log: LogFacts | None) -> bool | None:
-    if log is None or log.requested_mib is None or log.free_mib is None:
+    """The unused reserve is a real share of the card and would have served the request (facts/account.py)."""
+    if log is None:
         return None
-    return log.free_mib + (log.reserved_unallocated_mib or 0.0) >= log.requested_mib
+    return reserve_is_real(log.reserved_unallocated_mib, log.free_mib, log.capacity_mib, log.requested_mib)
 
 
 def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
@@ -384,6 +404,8 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
     else:
         cutoff = _cutoff_candidate(facts)
     memory_kind, memory_kind_source = _memory_kind(facts, phase)
+    padded = _padded_longest(facts)
+    logits_evidence = _logits_evidence(facts, padded)
     card_name = device.name if device is not None else (log.card_name if log is not None else None)
     return dataclasses.replace(
         run,
@@ -408,9 +430,12 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
         host_ram_needed_mib=(
             model_size * (run.processes_at_least or 1) if model_size is not None else None
         ),
-        padded_longest_tokens=_padded_longest(facts),
+        padded_longest_tokens=padded,
         cutoff_candidate=cutoff[0],
         cutoff_candidate_source=cutoff[1],
         cutoff_candidate_truncated=cutoff[2],
         reserve_would_fit=_reserve_would_fit(log),
+        other_process_whose=_other_process_whose(facts),
+        logits_evidence=logits_evidence,
+        dominant_cause=_dominant_cause(facts, logits_evidence),
     )

@@ -223,6 +223,8 @@ def facts_rows(
         rows.append((t("facts_oom", lang), "…"))  # read, not yet diagnosed: say nothing rather than "no OOM"
     else:
         rows.append((t("facts_oom", lang), oom_summary(diagnosis, facts, lang)))
+    if diagnosis is not None and diagnosis.account is not None:  # the OOM message as an account of the card
+        rows.append((t("facts_account", lang), pick(diagnosis.account["line"], lang)))
 
     est = facts.estimate if facts is not None else None
     if est is not None:
