@@ -106,10 +106,16 @@ MAX_LINE_CHARS = 16 * 1024
 CLIP = " … "
 
 
+_WS_RUN = re.compile(r"\s{2,}")
+_LAUNCHER_LINE_CHARS = 4096
+
+
 def _launcher_world_size(text: str) -> int | None:
-    """launcher.world_size_in, with a count too long for int() (4,300 digits) read as none."""
+    """launcher.world_size_in on the line's start with whitespace runs made single (its separators allow
+    whitespace on both sides of a choice of whitespace: on a long run that backtracks quadratically), and a
+    count too long for int() (4,300 digits) read as none."""
     try:
-        return launcher.world_size_in(text)
+        return launcher.world_size_in(_WS_RUN.sub(" ", text[:_LAUNCHER_LINE_CHARS]))
     except ValueError:
         return None
 
