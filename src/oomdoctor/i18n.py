@@ -832,6 +832,10 @@ MESSAGES: dict[str, dict[str, str]] = {
     # (end of tui)
 
     # --- messages added by the facts work (keep each group together) ---
+    "f_effective_batch_unknown_world": {
+        "en": "Per process: {micro} per GPU x {acc} accumulation = {per_process} samples per update, on each of at least {at_least} processes; the log does not say how many, so the effective batch is not known.",
+        "zh": "每个进程:单卡 {micro} × 累积 {acc} = 每次更新 {per_process} 条样本;至少有 {at_least} 个进程,日志没有写明进程数,因此有效批次未知。",
+    },
     # (end of facts)
 
     # --- messages added by the startup work (keep each group together) ---
