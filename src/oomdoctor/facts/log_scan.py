@@ -371,9 +371,9 @@ class LogScanner:
             return None
         frame = match_frame_line(text)
         if frame is not None:
-            tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
-            tb.lines.append(text)
-            tb.has_frames = True
+            frame_tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
+            frame_tb.lines.append(text)
+            frame_tb.has_frames = True
             run.last_traceback_key = key
             run.last_content_was_traceback = True
             return None
@@ -409,6 +409,7 @@ class LogScanner:
                 recent = run.recent[key] = deque(maxlen=_RECENT_LINES)
             recent.append(text)
             run.last_content_was_traceback = False
+        return None
 
     def _unstamp(self, key: str, text: str) -> str:
         """Take a job platform's timestamp prefix off a line whose rest is traceback text."""
