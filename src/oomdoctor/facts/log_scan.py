@@ -106,10 +106,16 @@ MAX_LINE_CHARS = 16 * 1024
 CLIP = " … "
 
 
+_WS_RUN = re.compile(r"\s{2,}")
+_LAUNCHER_LINE_CHARS = 4096
+
+
 def _launcher_world_size(text: str) -> int | None:
-    """launcher.world_size_in, with a count too long for int() (4,300 digits) read as none."""
+    """launcher.world_size_in on the line's start with whitespace runs made single (its separators allow
+    whitespace on both sides of a choice of whitespace: on a long run that backtracks quadratically), and a
+    count too long for int() (4,300 digits) read as none."""
     try:
-        return launcher.world_size_in(text)
+        return launcher.world_size_in(_WS_RUN.sub(" ", text[:_LAUNCHER_LINE_CHARS]))
     except ValueError:
         return None
 
@@ -365,9 +371,9 @@ class LogScanner:
             return None
         frame = match_frame_line(text)
         if frame is not None:
-            tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
-            tb.lines.append(text)
-            tb.has_frames = True
+            frame_tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
+            frame_tb.lines.append(text)
+            frame_tb.has_frames = True
             run.last_traceback_key = key
             run.last_content_was_traceback = True
             return None
@@ -403,6 +409,7 @@ class LogScanner:
                 recent = run.recent[key] = deque(maxlen=_RECENT_LINES)
             recent.append(text)
             run.last_content_was_traceback = False
+        return None
 
     def _unstamp(self, key: str, text: str) -> str:
         """Take a job platform's timestamp prefix off a line whose rest is traceback text."""
