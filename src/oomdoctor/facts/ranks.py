@@ -14,10 +14,14 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from oomdoctor.datafiles import load_data_file
 from oomdoctor.facts.log_tables import MARKERS_FILE, tables
 from oomdoctor.facts.log_text import split_lines, split_prefix
+
+if TYPE_CHECKING:
+    from oomdoctor.facts.types import LogFacts
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 MAX_FILE_BYTES = 64 * 1024**2  # the tail of a bigger node log is read (the failure is at the end)
@@ -57,6 +61,48 @@ def _label(key: str) -> str:
     return key[5:] if key.startswith("host:") else key
 
 
+# Above this size a text is not read line by line: only the lines the report acts on (an OOM hint, a teardown,
+# the launcher's root-cause block) and the last lines, where every process's traceback ends, are.
+WHOLE_TEXT_CHARS = 1024**2
+LAST_LINES = 4000
+ROOT_BLOCK_LINES = 12
+
+
+def _lines_that_matter(
+    text: str, teardown: re.Pattern[str], root_header: re.Pattern[str]
+) -> list[tuple[int, str]]:
+    """(order key, line) of the lines ``rank_report`` reads, in order: all of a small text; of a big one, each
+    line an OOM hint, a teardown or a root-cause header falls on (with the line after a header, which names
+    the rank), and the last ``LAST_LINES`` lines. The key is the line number, or for a big text the line's
+    offset: only the order matters."""
+    if len(text) <= WHOLE_TEXT_CHARS:
+        return list(enumerate(split_lines(text), 1))
+    tail_start = len(text)
+    for _ in range(LAST_LINES):
+        tail_start = text.rfind("\n", 0, tail_start)
+        if tail_start < 0:
+            break
+    tail_start += 1
+    hint = re.compile("|".join(f"(?:{p.pattern})" for p in (tables().oom_hint, teardown, root_header)))
+    starts: set[int] = set()
+    for m in hint.finditer(text, 0, tail_start):
+        start = text.rfind("\n", 0, m.start()) + 1
+        starts.add(start)
+        end = text.find("\n", m.start())
+        if end >= 0 and root_header.search(text, start, end):
+            for _ in range(ROOT_BLOCK_LINES):  # the block's "rank : N" line comes a few lines below
+                starts.add(end + 1)
+                end = text.find("\n", end + 1)
+                if end < 0:
+                    break
+    picked: list[tuple[int, str]] = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        picked += [(start, line) for line in split_lines(text[start : end if end >= 0 else len(text)])]
+    picked += [(tail_start + i, line) for i, line in enumerate(split_lines(text[tail_start:]))]
+    return picked
+
+
 def rank_report(text: str) -> RankReport | None:
     """Who failed first and how the others ended; None when the text shows fewer than two processes."""
     teardown, root_header, root_rank = _patterns()
@@ -66,7 +112,7 @@ def rank_report(text: str) -> RankReport | None:
     root: int | None = None
     in_root = False
     launcher_stopped = False  # the launcher's own lines (no process prefix) say it stopped the others
-    for number, line in enumerate(split_lines(text), 1):
+    for number, line in _lines_that_matter(text, teardown, root_header):
         p = split_prefix(line)
         if p.key:
             seen.setdefault(p.key)
@@ -161,7 +207,7 @@ def _tail_text(path: Path) -> str:
         return fh.read().decode("utf-8", errors="replace")
 
 
-def read_run_log(path: Path):  # -> LogFacts
+def read_run_log(path: Path) -> LogFacts:
     """The log reader for ``--log``: a LLaMA-Factory output_dir or a file as ``read_log`` reads them, or a
     folder of per-node logs as one multi-node log; with the rank report of a multi-rank log."""
     from oomdoctor.facts.log import parse_log_text, read_log
