@@ -79,3 +79,15 @@ def test_a_folder_of_per_node_logs_is_one_run(tmp_path: Path) -> None:
     log = read_run_log(tmp_path)
     assert log.oom and log.rank == 8
     assert log.ranks.first == "node1/rank8" and log.ranks.torn_down == ("node0/rank0",)
+
+
+def test_a_log_file_with_a_wrapped_message_is_read_reassembled(tmp_path: Path) -> None:
+    # the message of the two-rank CPU test, hard-wrapped at 80 columns as a terminal copy leaves it
+    message = OOM.format(gpu=0)
+    path = tmp_path / "wrapped.log"
+    path.write_text(
+        "\n".join(message[i : i + 80] for i in range(0, len(message), 80)) + "\n", encoding="utf-8"
+    )
+    log = read_run_log(path)
+    assert log.capacity_mib == 39.38 * 1024 and log.allocated_mib == 35.10 * 1024
+    assert log.reserved_unallocated_mib == 2.40 * 1024 and log.path == str(path)
