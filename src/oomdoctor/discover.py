@@ -34,7 +34,9 @@ SKIP_DIR_NAMES: frozenset[str] = frozenset(
 )
 SKIP_DIR_PREFIXES: tuple[str, ...] = (".", "venv", "checkpoint-", "global_step")
 # Where runs usually are: LLaMA-Factory's output (saves/), configs, its examples, oomdoctor's trials.
-PREFERRED_DIR_NAMES: frozenset[str] = frozenset({"saves", "configs", "examples", "trials", "output", "outputs"})
+PREFERRED_DIR_NAMES: frozenset[str] = frozenset(
+    {"saves", "configs", "examples", "trials", "output", "outputs"}
+)
 
 DEFAULT_MAX_DEPTH = 6
 DEFAULT_MAX_ENTRIES = 20_000
@@ -258,6 +260,7 @@ def suggest_trial_folder(root: str | os.PathLike[str], rule_id: str) -> Path:
 
 
 TRIAL_RUN_SUFFIX = "-trial"
+_TRIAL_RUN_NAME = re.compile(r"-trial(-\d+)?$")
 
 
 def trial_run_folder(change_folder: str | os.PathLike[str]) -> Path:
@@ -298,3 +301,121 @@ def trial_origin(config: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     if isinstance(source, str) and Path(source).is_file():
         return Path(source), path.parent
     return path, path.parent
+
+
+# --- The session's memory: the trials folder -----------------------------------------------------------------
+# What the app writes beside the trial folders so that reopening ``oomdoctor`` in the same folder comes back
+# to the same run: the run that failed (config and log) and the lengths measured for it.
+SESSION_NAME = "session.json"
+LENGTHS_NAME = "lengths.json"
+CHANGE_NAME = "change.json"
+
+
+@dataclass(frozen=True)
+class SavedChange:
+    """One change folder under ``trials/`` (``change.json``) and the short trials run of it, oldest first."""
+
+    folder: Path
+    config: Path
+    record: dict
+    trials: list[Path]
+
+    @property
+    def parent(self) -> str | None:
+        parent = self.record.get("parent")
+        return str(parent) if parent else None
+
+
+@dataclass(frozen=True)
+class SavedSession:
+    """What an earlier session left in ``trials/``: the failed run, its measured lengths, its changes."""
+
+    config: Path | None
+    log: Path | None
+    lengths_file: Path | None
+    changes: list[SavedChange]
+
+
+def _read_json(path: Path) -> dict | None:
+    import json
+
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+def _existing(value: object) -> Path | None:
+    if isinstance(value, str) and value and Path(value).is_file():
+        return Path(value)
+    return None
+
+
+def _trial_runs_of(change: Path) -> list[Path]:
+    """``<change>-trial``, ``<change>-trial-2``, ... in the order they were run."""
+    runs = [change.with_name(change.name + TRIAL_RUN_SUFFIX)]
+    siblings = sorted(
+        change.parent.glob(f"{change.name}{TRIAL_RUN_SUFFIX}-*"),
+        key=lambda p: int(p.name.rsplit("-", 1)[-1]) if p.name.rsplit("-", 1)[-1].isdigit() else 0,
+    )
+    return [p for p in runs + siblings if p.is_dir()]
+
+
+def saved_changes(root: str | os.PathLike[str]) -> list[SavedChange]:
+    """The change folders under ``<root>/trials`` (numbered ``NN-rule``), in their number's order."""
+    trials = Path(root) / TRIALS_DIR_NAME
+    if not trials.is_dir():
+        return []
+    found: list[tuple[int, SavedChange]] = []
+    for entry in trials.iterdir():
+        m = _TRIAL_NUMBER.match(entry.name)
+        record = _read_json(entry / CHANGE_NAME) if m and entry.is_dir() else None
+        if m is None or record is None or _TRIAL_RUN_NAME.search(entry.name):
+            continue  # not a change folder (a trial run holds a copy of its change.json)
+        found.append(
+            (int(m.group(1)), SavedChange(entry, entry / "config.yaml", record, _trial_runs_of(entry)))
+        )
+    return [change for _, change in sorted(found, key=lambda nc: (nc[0], nc[1].folder.name))]
+
+
+def read_saved_session(root: str | os.PathLike[str]) -> SavedSession | None:
+    """The session an earlier ``oomdoctor`` left in ``<root>/trials``, or None when there is none (or the
+    run it names is gone)."""
+    trials = Path(root) / TRIALS_DIR_NAME
+    record = _read_json(trials / SESSION_NAME)
+    if record is None:
+        return None
+    config, log = _existing(record.get("config")), _existing(record.get("log"))
+    if config is None and log is None:
+        return None
+    lengths = trials / LENGTHS_NAME
+    return SavedSession(config, log, lengths if lengths.is_file() else None, saved_changes(root))
+
+
+def save_session(root: str | os.PathLike[str], config: Path | None, log: Path | None) -> Path:
+    """Remember the run that failed in ``<root>/trials/session.json`` (the trials folder is ours)."""
+    import json
+
+    trials = Path(root) / TRIALS_DIR_NAME
+    trials.mkdir(parents=True, exist_ok=True)
+    path = trials / SESSION_NAME
+    record = {
+        "written_by": "oomdoctor",
+        "config": str(Path(config).resolve()) if config is not None else None,
+        "log": str(Path(log).resolve()) if log is not None else None,
+    }
+    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def save_lengths(root: str | os.PathLike[str], lengths: dict) -> Path:
+    """Keep measured lengths in ``<root>/trials/lengths.json`` (what ``oomdoctor lengths --json`` prints,
+    readable with ``--lengths``), so a later session does not tokenize again."""
+    import json
+
+    trials = Path(root) / TRIALS_DIR_NAME
+    trials.mkdir(parents=True, exist_ok=True)
+    path = trials / LENGTHS_NAME
+    path.write_text(json.dumps(lengths, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path

@@ -27,12 +27,13 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from oomdoctor.errors import BadInput, one_line
 from oomdoctor.i18n import msg
+
+if TYPE_CHECKING:
+    import yaml
 
 MIB = 1024 * 1024
 # What a file of each kind can reasonably weigh. A LLaMA-Factory config is a few KiB, a DeepSpeed JSON or a
@@ -41,12 +42,12 @@ MAX_BYTES = {
     "config": 4 * MIB,
     "json": 4 * MIB,
     "lengths": 1 * MIB,
-    "csv": 256 * MIB,
+    "csv": 32 * MIB,  # 500,000 sample rows of ~60 bytes
 }
 MAX_DEPTH = 64  # nesting of YAML/JSON containers; real configs use 3 or 4
 MAX_NODES = 200_000  # YAML nodes after alias expansion; a config has a few hundred
 MAX_CSV_LINE = 4096  # bytes per gpu-samples.csv line (six short numbers)
-MAX_CSV_ROWS = 2_000_000  # a day of samples on 8 GPUs at 200 ms is ~3.5M; a trial is minutes
+MAX_CSV_ROWS = 500_000  # 28 hours of 200 ms samples on one GPU, 3.5 on eight; a trial is minutes
 MAX_INT = 10**15  # the largest integer any setting we read can sensibly hold
 MAX_NUMBER = 1e18
 _SNIFF_BYTES = 8192
@@ -156,7 +157,9 @@ def read_text(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> str
 
 
 def _yaml_loader() -> type[yaml.SafeLoader]:
-    """The safe loader, in C when PyYAML was built with libyaml."""
+    """The safe loader, in C when PyYAML was built with libyaml (imported here: off the start-up path)."""
+    import yaml
+
     loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return loader
 
@@ -199,6 +202,8 @@ def check_yaml_graph(node: yaml.Node, *, path: str) -> None:
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
+    import yaml
+
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
     if isinstance(node, yaml.MappingNode):
@@ -209,6 +214,8 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 def load_yaml(text: str, *, path: str) -> Any:
     """The YAML document as plain data (PyYAML's safe constructors), with alias expansion, depth and
     numbers bounded. BadInput for malformed YAML, more than one document, or a refused value."""
+    import yaml
+
     loader = _yaml_loader()(text)
     try:
         node = loader.get_single_node()
@@ -305,20 +312,25 @@ def iter_csv_rows(
     max_bytes: int | None = None,
     max_rows: int = MAX_CSV_ROWS,
     max_line: int = MAX_CSV_LINE,
-) -> Iterator[dict[str, str]]:
-    """Rows of a CSV file with a header, streamed: BadInput for a line over ``max_line`` bytes, more than
-    ``max_rows`` rows, or text that is not UTF-8. Nothing is held but the current line."""
+) -> Iterator[list[str]]:
+    """The rows of a CSV file, its header first, streamed through one ``csv.reader``: BadInput for a line
+    over ``max_line`` bytes, more than ``max_rows`` rows after the header, or text that is not UTF-8.
+    Nothing is held but the current line."""
     p = Path(path)
     with open_regular(p, what=what, max_bytes=max_bytes or MAX_BYTES["csv"]) as f:
-        header: list[str] | None = None
-        for number, line in enumerate(_bounded_lines(f, p, max_line), start=1):
-            if number > max_rows + 1:
+        reader = csv.reader(_bounded_lines(f, p, max_line))
+        number = 0
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as err:  # a lone \r inside a field, ...
+                raise BadInput(msg("in_bad_csv", None, path=one_line(p), line=reader.line_num, detail=one_line(err))) from None
+            if number > max_rows:
                 raise BadInput(msg("in_too_many_rows", None, path=one_line(p), limit=f"{max_rows:,}"))
-            fields = next(csv.reader([line]), [])
-            if header is None:
-                header = fields
-                continue
-            yield dict(zip(header, fields, strict=False))
+            number += 1
+            yield row
 
 
 def _bounded_lines(f: io.BufferedReader, p: Path, max_line: int) -> Iterator[str]:
@@ -331,7 +343,7 @@ def _bounded_lines(f: io.BufferedReader, p: Path, max_line: int) -> Iterator[str
         if len(raw) > max_line:
             raise BadInput(msg("in_line_too_long", None, path=one_line(p), line=number, limit=f"{max_line:,}"))
         try:
-            yield raw.decode("utf-8").rstrip("\r\n")
+            yield raw.decode("utf-8")
         except UnicodeDecodeError:
             raise BadInput(msg("in_not_utf8", None, path=one_line(p), what=p.name, offset=f"line {number}")) from None
 

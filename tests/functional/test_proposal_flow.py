@@ -12,7 +12,7 @@ import yaml
 from functional.tui_helpers import fixed_clock, make_diagnosis, make_facts, screen_text, show_diagnosis
 from oomdoctor.tui.app import OomDoctorApp
 from oomdoctor.tui.factory import build_app
-from oomdoctor.tui.screens import ApplyScreen, ErrorScreen, ExplainScreen, MainScreen
+from oomdoctor.tui.screens import ApplyScreen, CommandScreen, ErrorScreen, ExplainScreen, MainScreen
 from oomdoctor.tui.widgets import QuestionPanel
 
 
@@ -100,7 +100,12 @@ async def test_apply_writes_a_new_folder_and_shows_the_command(user_dir: Path, g
         text = screen_text(app)
         await pilot.press("c")
         await pilot.pause()
+        assert isinstance(app.screen, CommandScreen)
+        dialog = screen_text(app)
         clipboard = app.clipboard
+        await pilot.press("b")  # closes without Esc
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
     folder = user_dir / "trials/01-halve_micro_batch"
     written = _unique(m for m in messages if isinstance(m, OomDoctorApp.PatchWritten))
     assert len(written) == 1 and written[0].result.folder == folder
@@ -114,7 +119,13 @@ async def test_apply_writes_a_new_folder_and_shows_the_command(user_dir: Path, g
     assert config.read_text(encoding="utf-8") == before  # the user's file untouched
     assert "Written to trials/01-halve_micro_batch" in text
     assert "llamafactory-cli train trials/01-halve_micro_batch/config.yaml" in text
-    assert clipboard == written[0].result.command  # the exact command goes to the clipboard
+    # never claims a copy it cannot see: the command to select, how, and the script that holds it
+    assert "copied" not in text + dialog
+    assert "Shift+drag" in dialog and "bash trials/01-halve_micro_batch/command.sh" in dialog
+    assert "llamafactory-cli train" in dialog and "trials/01-halve_micro_batch/config.yaml" in dialog
+    assert "also saved as trials/01-halve_micro_batch/command.sh" in text
+    assert clipboard == written[0].result.command  # the request still goes to terminals that accept it
+    assert (folder / "command.sh").is_file()
     assert [e.folder for e in app.session.history] == [folder]
 
 

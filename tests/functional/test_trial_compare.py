@@ -19,9 +19,11 @@ from functional.tui_helpers import (
 )
 from oomdoctor.i18n import msg
 from oomdoctor.tui.app import OomDoctorApp
+from oomdoctor.tui.comparison import ComparisonView, baseline_row
 from oomdoctor.tui.factory import build_app
 from oomdoctor.tui.screens import ErrorScreen
-from oomdoctor.tui.trial_screen import ComparisonView, TrialScreen
+from oomdoctor.tui.strings import t
+from oomdoctor.tui.trial_screen import TrialScreen
 
 FIRST = "01-halve_micro_batch-trial"
 
@@ -47,7 +49,7 @@ async def _two_trials(app: OomDoctorApp, pilot: Any, user_dir: Path, gpu_source:
     """Change, try (it still fails), diagnose the trial, change again, try: the second is compared."""
     await _open(app, pilot, user_dir, gpu_source)
     await _apply_and_try(app, pilot)
-    await pilot.press("b")
+    await pilot.press("d")
     await settle(app, pilot)
     await _apply_and_try(app, pilot)
     assert isinstance(app.screen, TrialScreen)
@@ -66,18 +68,76 @@ async def test_comparison_is_readable_in_both_languages(
         second = await _two_trials(app, pilot, user_dir, gpu_source)
         text = screen_text(app)
     assert msg("cmp_trials_title", lang) in text
-    # Nothing cut: each trial's full name, the reference mark and the difference sit on the screen.
+    # Nothing cut: the failed run as baseline, each trial's full name and its one change, the reference
+    # mark and the difference sit on the screen.
+    assert t("cmp_baseline_name", lang, log="qwen3_lora.log") in text
     assert FIRST in text and second in text
+    assert "per_device_train_batch_size 4→2" in text and "bf16 true→false" in text
     assert msg("cmp_first", lang) in text
-    difference = msg("cmp_delta", lang, mib="+0", gib="+0.00", wall="+0.00")
     outcome_oom = msg("cmp_outcome_oom", lang, phase=msg("phase_first_batch", lang))
+    assert "+0.00 GiB" in text and "MiB" not in text.split(msg("cmp_trials_title", lang))[1].split("│")[0]
     if size[0] >= 120:  # the course's columns side by side; a long cell wraps inside its column
-        for key in ("cmp_h_trial", "cmp_h_peak_mib", "cmp_h_peak_gib", "cmp_h_outcome", "cmp_h_delta"):
+        for key in ("cmp_h_trial", "cmp_h_peak_gib", "cmp_h_outcome", "cmp_h_delta"):
             assert msg(key, lang) in text
-        assert "+0 MiB" in text and "18,400" in text
+        assert "17.97" in text and "30.53" in text  # the trials' peaks under the failed run's
+        assert t("cmp_baseline_delta", lang) in text
     else:  # one block per trial, each value with its label
-        assert difference in text and outcome_oom in text
-        assert f"{msg('cmp_h_peak_mib', lang)}{':' if lang == 'zh' else ': '}18,400" in text
+        assert outcome_oom in text
+        assert f"{msg('cmp_h_peak_gib', lang)}{':' if lang == 'zh' else ': '}17.97" in text
+
+
+async def test_every_trial_of_the_run_is_compared_not_only_the_latest(
+    user_dir: Path, gpu_source: Any
+) -> None:
+    """Two trials from two proposals of the same run (the second not made from the first): both rows,
+    under the failed run's, not only the latest as "(reference)"."""
+    app = _app(user_dir, gpu_source, "en", ScriptedTrial(outcome="ok"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open(app, pilot, user_dir, gpu_source)
+        await _apply_and_try(app, pilot)
+        await pilot.press("b")  # back to the proposals of the same run
+        await settle(app, pilot)
+        await pilot.press("n")  # the alternative
+        await settle(app, pilot)
+        await _apply_and_try(app, pilot)
+        assert isinstance(app.screen, TrialScreen)
+        names = [r.name for r in app.screen.feed.comparison.rows]
+        text = screen_text(app)
+    assert names == [FIRST, "02-set_eval_batch-trial"]
+    assert "original run (qwen3_lora.log)" in text and FIRST in text and "02-set_eval_batch-trial" in text
+    assert "per_device_eval_batch_size null→4" in text  # each trial with its one change
+
+
+def test_a_failed_trials_lower_peak_is_not_a_saving(tmp_path: Path) -> None:
+    import io
+    import json
+
+    from rich.console import Console
+
+    from oomdoctor.trial.compare import compare_trials
+
+    for name, peak, outcome in (("01-a-trial", 18400.0, "ok"), ("02-b-trial", 9000.0, "oom")):
+        folder = tmp_path / name
+        folder.mkdir()
+        record = {"outcome": outcome, "exit_code": 0 if outcome == "ok" else 1, "wall_s": 40.0, "phase": "load",
+                  "peak_memory_mib": peak, "steps_requested": 5, "steps_done": 5, "peak_source": "nvml"}  # fmt: skip
+        (folder / "result.json").write_text(json.dumps(record), encoding="utf-8")
+    view = ComparisonView(compare_trials([tmp_path / "01-a-trial", tmp_path / "02-b-trial"]), "en")
+    console = Console(width=76, file=io.StringIO(), color_system=None)
+    console.print(view)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "-9.18 GiB" in text and "(it failed: not a saving)" in text
+
+
+def test_the_failed_run_row_reads_its_log() -> None:
+    from oomdoctor.facts.types import LogFacts
+
+    log = LogFacts(path="train.log", oom=True, phase="long_sample", good_steps=29, total_steps=50,
+                   capacity_mib=32500.0, free_mib=1350.0)  # fmt: skip
+    row = baseline_row(log, Path("train.log"), "en")
+    assert row is not None and row.outcome == "oom" and row.peak_mib == 31150.0
+    assert (row.steps_done, row.total_steps, row.phase) == (29, 50, "long_sample")
+    assert baseline_row(None, None, "en") is None
 
 
 async def test_a_plain_config_parent_is_not_compared(user_dir: Path, gpu_source: Any) -> None:
@@ -138,7 +198,7 @@ def test_narrow_comparison_becomes_one_block_per_trial(tmp_path: Path) -> None:
         return console.file.getvalue()  # type: ignore[attr-defined]
 
     narrow, wide = rendered(76), rendered(116)
-    assert "peak MiB: 18,400" in narrow and "peak MiB: 12,000" in narrow
-    assert "-6,400 MiB (-6.25 GiB), +0.00 s" in narrow
-    assert "peak MiB" in wide and "peak MiB:" not in wide  # a header row, not label: value pairs
-    assert "-6,400 MiB (-6.25 GiB), +0.00 s" in wide.replace("\n", " ") or "-6,400 MiB" in wide
+    assert "peak GiB: 17.97" in narrow and "peak GiB: 11.72" in narrow
+    assert "-6.25 GiB, +0.0 s" in narrow
+    assert "peak GiB" in wide and "peak GiB:" not in wide  # a header row, not label: value pairs
+    assert "-6.25 GiB, +0.0 s" in wide

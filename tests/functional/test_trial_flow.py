@@ -56,9 +56,9 @@ async def test_trial_shows_live_memory_then_result_and_goes_back(user_dir: Path,
         text = screen_text(app)
         assert "Short trial of trials/01-halve_micro_batch-trial" in text
         assert "Finished: trial ran out of memory, peak 17.97 GiB, 42 s" in text
-        assert "press b to diagnose this trial" in text
+        assert "press d to diagnose this trial" in text
         assert "CUDA out of memory. Tried to allocate 1.16 GiB" in text  # the log tail
-        assert "b Proposals" in text and "s Stop" not in text
+        assert "d Proposals" in text and "s Stop" not in text
         entry = app.session.history[0]
         assert entry.outcome == "oom" and entry.peak_mib == 18400.0
         await pilot.press("escape")
@@ -68,7 +68,7 @@ async def test_trial_shows_live_memory_then_result_and_goes_back(user_dir: Path,
         await pilot.pause()
         await pilot.pause()
         history = screen_text(app)
-        assert "trials/01-halve_micro_batch" in history and "trial ran out of memory" in history
+        assert "01-halve_micro_batch" in history and "trial ran out of memory" in history  # 80: blocks
     [call] = launcher.calls
     assert call["config_path"] == user_dir / "trials/01-halve_micro_batch/config.yaml"
     assert call["out_dir"] == user_dir / "trials/01-halve_micro_batch-trial" and call["steps"] == 5
@@ -117,7 +117,7 @@ async def test_failed_trial_goes_back_to_proposals_and_the_next_change_compares(
         await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
         await app.workers.wait_for_complete()
         await pilot.pause()
-        await pilot.press("b")
+        await pilot.press("d")
         await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.pause()

@@ -176,6 +176,8 @@ YAML_KINDS: dict[str, str | bytes] = {
     "batch_word": _with("per_device_train_batch_size", "four"),
     "batch_string_huge": _with("per_device_train_batch_size", '"' + "9" * 4400 + '"'),
     "lora_rank_1e9": _with("lora_rank", "1000000000"),
+    "samples_per_update_2_pow_40": _with("per_device_train_batch_size", str(1 << 20)).replace(
+        "gradient_accumulation_steps: 8", f"gradient_accumulation_steps: {1 << 20}"),
     "cutoff_2_pow_40": _with("cutoff_len", str(2**40)),
     "val_size_1e309": _with("val_size", "1e309"),
     "epochs_nan": _with("num_train_epochs", ".nan"),
@@ -263,6 +265,8 @@ def config_slots() -> dict[str, Slot]:
         "compare_old": lambda d, m: ["compare", _s(m(d, "old.yaml")), _s(valid_config(d, "new.yaml"))],
         "compare_new": lambda d, m: ["compare", _s(valid_config(d, "old.yaml")), _s(m(d, "new.yaml"))],
         "tui": lambda d, m: ["tui", "--config", _s(m(d, "train.yaml"))],
+        "fit": lambda d, m: ["fit", "--config", _s(m(d, "train.yaml")), "--out", _s(d / "new"), "--gpu-mib", "32768",
+                             "--launcher", "/bin/false", "--timeout", "4"],
     }
 
 
@@ -393,11 +397,31 @@ def _yaml_cases() -> list[Case]:
     cases = []
     verbs = config_slots()
     for kind, content in YAML_KINDS.items():
-        for verb in ("diagnose", "estimate", "patch", "trial", "compare_new", "tui"):
+        for verb in ("diagnose", "estimate", "patch", "trial", "compare_new", "tui", "fit"):
             cases.append(Case(f"yaml-{kind}-{verb}", _bind(verbs[verb], text(content))))
     for kind in ("alias_bomb", "deep_list", "batch_5000_digits", "recursive_alias", "not_utf8"):
         content = YAML_KINDS.get(kind, "a: 1\n# caf\xe9\n".encode("latin-1"))
         cases.append(Case(f"yaml-{kind}-trial_folder_config", _bind(_config_yaml_compare, text(content))))
+    return cases
+
+
+# At the bounds, still accepted: the largest values must not make anything loop on the number (the fit
+# search walks the divisors of batch x accumulation; 720,720 has 240 of them).
+EXTREME_VALID = {
+    "batch_720720": _with("per_device_train_batch_size", "720720").replace("gradient_accumulation_steps: 8", "gradient_accumulation_steps: 1"),
+    "cutoff_2_pow_24": _with("cutoff_len", str(1 << 24)),
+    "lora_rank_65536": _with("lora_rank", "65536"),
+    "accumulation_2_pow_20": _with("gradient_accumulation_steps", str(1 << 20)).replace(
+        "per_device_train_batch_size: 4", "per_device_train_batch_size: 1"),
+}
+
+
+def _extreme_cases() -> list[Case]:
+    verbs = config_slots()
+    cases = []
+    for kind, content in EXTREME_VALID.items():
+        cases.append(Case(f"extreme-{kind}-diagnose", _bind(verbs["diagnose"], text(content)), GOOD))
+        cases.append(Case(f"extreme-{kind}-estimate", _bind(verbs["estimate"], text(content)), frozenset({0})))
     return cases
 
 
@@ -447,6 +471,7 @@ def _csv_cases() -> list[Case]:
         "no_memory_column": "a,b\n1,2\n",
         "nul_bytes": header.encode() + b"0.2,host,\x00\x00,,,\n",
         "not_utf8": header.encode() + b"0.2,h\xffst,100,,,\n",
+        "lone_carriage_return": header + "0.0,host,\r,,,\n",
     }
     return [Case(f"csv-{kind}", _bind(_samples_csv, text(content))) for kind, content in contents.items()]
 
@@ -468,6 +493,7 @@ def _verb_base(verb: str) -> Callable[[Path], list[str]]:
             "watch": ["watch", "--once"],
             "lengths": ["lengths", "--config", config],
             "tui": ["tui", "--config", config],
+            "fit": ["fit", "--config", config, "--out", _s(d / "new"), "--launcher", "/bin/false"],
         }[verb]
 
     return base
@@ -476,7 +502,8 @@ def _verb_base(verb: str) -> Callable[[Path], list[str]]:
 NUMERIC_FLAGS = [("diagnose", "--gpu-mib"), ("diagnose", "--longest-tokens"), ("diagnose", "--eval-longest-tokens"),
                  ("estimate", "--gpu-mib"), ("estimate", "--longest-tokens"), ("patch", "--gpu-mib"),
                  ("trial", "--steps"), ("trial", "--timeout"), ("trial", "--interval"), ("watch", "--interval"),
-                 ("lengths", "--cutoff"), ("tui", "--trial-steps"), ("tui", "--gpu-mib")]  # fmt: skip
+                 ("lengths", "--cutoff"), ("tui", "--trial-steps"), ("tui", "--gpu-mib"), ("fit", "--gpu-mib"),
+                 ("fit", "--margin"), ("fit", "--timeout")]  # fmt: skip
 
 
 def _argument_cases() -> list[Case]:
@@ -495,7 +522,7 @@ def _argument_cases() -> list[Case]:
         for verb in ("diagnose", "patch"):
             base = _verb_base(verb)
             cases.append(Case(f"answer-{verb}-{name}", lambda d, b=base, v=value: [*b(d), "--answer", v]))
-    for verb in ("diagnose", "estimate", "lengths", "trial", "patch", "tui"):
+    for verb in ("diagnose", "estimate", "lengths", "trial", "patch", "tui", "fit"):
         cases.append(Case(f"arg-{verb}-config_name_with_newline",
                           lambda d, v=verb: [a.replace("train.yaml", "tr\nain.yaml") for a in _verb_base(v)(d)]))
     cases.append(Case("arg-compare-mixed", lambda d: ["compare", _s(valid_config(d)), _s(trial_folder(d))]))
@@ -606,7 +633,7 @@ def _log_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    cases = [*_file_kind_cases(), *_yaml_cases(), *_json_cases(), *_csv_cases(), *_argument_cases(), *_out_cases(),
+    cases = [*_file_kind_cases(), *_yaml_cases(), *_extreme_cases(), *_json_cases(), *_csv_cases(), *_argument_cases(), *_out_cases(),
              *_log_cases()]  # fmt: skip
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"

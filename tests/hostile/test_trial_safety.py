@@ -147,3 +147,24 @@ def test_marker_finds_a_process_outside_the_tree_and_stops_it(tmp_path: Path) ->
         for p in (stray, other):
             p.kill()
             p.wait()
+
+
+def test_the_cgroup_holds_what_left_the_session_when_one_can_be_made() -> None:
+    """Root with a writable cgroup hierarchy (CI): a process that cleared its environment and left the
+    session is still found, in the cgroup the launcher joined before it ran."""
+    import subprocess
+
+    tracker = procs.TrialProcesses()
+    if tracker.cgroup is None:
+        pytest.skip("no cgroup can be made here (not root, or no writable cgroup hierarchy)")
+    launched = subprocess.Popen(tracker.wrap(["/bin/sh", "-c", "(setsid env -i sleep 30 &); sleep 30"]))
+    try:
+        deadline = time.monotonic() + 5
+        while len(tracker.pids()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(tracker.pids()) >= 2 and not procs.marked_pids(tracker.marker)  # no marker: the cgroup alone
+        assert tracker.stop_all(grace_s=1) >= 2
+        assert tracker.pids() == [] and not tracker.cgroup.path.exists()
+    finally:
+        launched.kill()
+        launched.wait()

@@ -170,6 +170,14 @@ def test_unknown_derived_fact_and_fact_reference_are_checked(tmp_path: Path) -> 
     assert "data.longest" in str(err) and err.line == line_of(text, "data.longest")
 
 
+def test_misspelt_derived_fact_or_config_key_names_file_and_line(tmp_path: Path) -> None:
+    for i, wrong in enumerate(("derived.micro_batsh", "config.raw.save_only_modle")):
+        text = VALID.replace("derived.micro_batch", wrong)
+        (tmp_path / str(i)).mkdir()
+        err = load_error(tmp_path / str(i), {"a.yaml": text})
+        assert err.file.endswith("a.yaml") and err.line == line_of(text, wrong) and wrong in str(err)
+
+
 def test_placeholder_must_name_a_changed_field_or_fact(tmp_path: Path) -> None:
     text = VALID.replace("why {old.per_device_train_batch_size}", "why {old.cutoff_len}")
     err = load_error(tmp_path, {"a.yaml": text})
@@ -228,6 +236,10 @@ def test_fact_paths_are_checked_against_the_dataclasses() -> None:
     assert fact_path_problem("estimate.terms.logits_loss") is None
     assert fact_path_problem("env.PYTORCH_CUDA_ALLOC_CONF") is None
     assert fact_path_problem("config.raw.save_only_model") is None
+    assert fact_path_problem("config.raw.task") is None  # `llamafactory-cli eval` reads it
+    assert "no config key" in (fact_path_problem("config.raw.save_only_modle") or "")
+    assert fact_path_problem("derived.processes_at_least") is None
+    assert "known: " in (fact_path_problem("derived.world_sise") or "")
     assert fact_path_problem("config.cutof_len") is not None
     assert fact_path_problem("gpus.first") is not None
     assert fact_path_problem("derived.nothing") is not None

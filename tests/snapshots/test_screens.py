@@ -129,6 +129,14 @@ def test_applied_with_command(
 
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("lang", LANGS)
+def test_command_dialog(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    """Key c: the command to select with the terminal's own selection, how, and its command.sh."""
+    app = _app(user_dir, gpu_source, lang)
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["a", "enter", "c"]))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
 def test_trial_finished(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
     app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
     assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["a", "enter", "t"]))
@@ -138,7 +146,7 @@ def test_trial_finished(snap_compare: Any, user_dir: Path, gpu_source: Any, lang
 @pytest.mark.parametrize("lang", LANGS)
 def test_history(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
     app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
-    keys = ["a", "enter", "t", "escape", "h"]
+    keys = ["a", "enter", "t", "b", "h"]  # b: back without Esc (a browser terminal keeps Esc for itself)
     assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, keys))
 
 
@@ -202,5 +210,5 @@ def test_measuring_lengths(
 def test_trials_compared(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
     """Change, try, still failing, diagnose the trial, change again, try: the two trials side by side."""
     app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
-    keys = ["a", "enter", "t", "b", "a", "enter", "t"]
+    keys = ["a", "enter", "t", "d", "a", "enter", "t"]
     assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, keys))

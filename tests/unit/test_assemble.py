@@ -95,7 +95,7 @@ def test_world_size_sources_in_order() -> None:
 
 def test_ray_and_fsdp_runs_are_sharded_and_not_told_to_use_deepspeed() -> None:
     log = parse_log_text(RANK3_EXCERPT)
-    ray = facts_of(config=course(use_ray=True, ray_num_workers=4), log=log)
+    ray = facts_of(config=course(ray_num_workers=4), log=log)
     assert (ray.derived.world_size, ray.derived.world_size_source, ray.derived.sharded_by) == (
         4,
         "ray",
@@ -105,6 +105,8 @@ def test_ray_and_fsdp_runs_are_sharded_and_not_told_to_use_deepspeed() -> None:
     assert fsdp.derived.sharded_by == "fsdp"
     plain = facts_of(config=course(), log=log)
     assert plain.derived.sharded_by is None
+    switched_on = facts_of(config=course(), log=log, env={"USE_RAY": "1"})  # how many workers: unsaid
+    assert (switched_on.derived.sharded_by, switched_on.derived.world_size) == ("ray", None)
     for facts in (ray, fsdp):
         assert "multi_gpu_no_deepspeed" not in [f.id for f in diagnose(facts).findings]
 
@@ -156,3 +158,21 @@ def test_the_launch_command_in_the_error_states_the_world_size() -> None:
         8,
         256,
     )
+
+
+def test_the_cli_flag_is_the_card_for_the_whole_diagnosis(tmp_path, capsys) -> None:
+    """--gpu-mib wins over the log's capacity in the JSON contract, the estimate and the findings alike."""
+    import json
+
+    import yaml
+
+    from oomdoctor.cli import main
+
+    config, log = tmp_path / "train.yaml", tmp_path / "train.log"
+    config.write_text(yaml.safe_dump(COURSE), encoding="utf-8")
+    log.write_text(RANK3_EXCERPT, encoding="utf-8")
+    assert main(["diagnose", "--config", str(config), "--log", str(log), "--gpu-mib", "24576", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["capacity_mib"] == 24576 and out["facts"]["capacity_mib"] == 24576
+    assert out["facts"]["derived"]["capacity_source"] == "flag"
+    assert out["facts"]["estimate"]["gpu_total_mib"] == 24576

@@ -20,6 +20,7 @@ from oomdoctor.estimate.calibrate import (
     Calibration,
     Point,
     calibrate,
+    calibration_of,
     default_constants,
     find_calibration,
     predicted,
@@ -153,3 +154,6 @@ def test_a_calibrated_estimate_says_which_constants_came_from_calibration() -> N
     assert tuned.terms["weights"] == plain.terms["weights"]
     low, _high = tuned.expected_nvidia_smi_mib
     assert low == pytest.approx(tuned.peak_allocated_mib * 1.03 + 700.0, abs=1.0)
+    again = estimate(config, model, data=data, calibration=calibration_of(tuned))  # what-ifs keep the calibration
+    assert again.terms == tuned.terms and again.expected_nvidia_smi_mib == tuned.expected_nvidia_smi_mib
+    assert calibration_of(plain) is None

@@ -72,3 +72,24 @@ def test_fit_bad_input_exits_two(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "exists" in capsys.readouterr().err
     assert run_verb("fit", ["--config", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "g")]) == 2
     assert not (tmp_path / "f").exists() and not (tmp_path / "g").exists()
+
+
+def test_the_report_names_the_tries_and_the_winner_in_both_languages() -> None:
+    from oomdoctor.commands.fit import report
+    from oomdoctor.trial.fit import Candidate, FitResult, Tried
+
+    failed = Candidate(4, 8, 8, 28000.0, 26000.0, 28000.0)
+    winner = Candidate(2, 16, 8, 23000.0, 13000.0, 23000.0)
+    result = FitResult(budget_mib=32510.0, margin=0.1, limit_mib=29259.0, effective_batch=32, world_size=1,
+                       calibrated_by="trials/probe-b2",
+                       tried=[Tried(failed, "fit/tried/1-b4", "oom", False, 32000.0, "eval", 40.0),
+                              Tried(winner, "fit/tried/2-b2", "ok", True, 22000.0, None, 38.0)],
+                       winner=winner, folder="fit", command="llamafactory-cli train fit/config.yaml")  # fmt: skip
+    en = "\n".join(report(result, "en"))
+    zh = "\n".join(report(result, "zh"))
+    assert "failed at validation on the longest eval batch" in en and "passed" in en
+    assert "Winner: micro-batch 2, accumulation 16, eval batch 8 (effective batch 32, kept)" in en
+    assert "llamafactory-cli train fit/config.yaml" in en and "trials/probe-b2" in en
+    assert "结果:单卡 batch 2,梯度累积 16" in zh and "保持不变" in zh
+    data = result.to_json()
+    assert data["probes"] == 2 and data["effective_batch_kept"] is True and data["effective_batch_after"] == 32

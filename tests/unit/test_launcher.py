@@ -27,7 +27,12 @@ LF_7781 = (
         ("Num processes: 2", 2),
         ("export WORLD_SIZE=16", 16),
         ("[INFO|parser.py:355] Process rank: 3, world size: 8, device: cuda:3, n_gpu: 1", 8),
+        ("environ({'WORLD_SIZE': '8', 'RANK': '0', 'LOCAL_RANK': '0'})", 8),
+        ("Discovered MPI settings of world_rank=0, local_rank=0, world_size=16, master_addr=10.0.0.1", 16),
+        ("[INFO] [config.py:1004:print]   world_size ................... 4", 4),
+        ("python -m torch.distributed.launch --nproc_per_node=2 train.py", 2),
         ("torchrun --nproc_per_node=auto train.py", None),  # a count only the machine knows
+        ("torchrun --nnodes 1:2 --nproc_per_node 4 train.py", None),  # elastic: the rendezvous decides
         ("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB. GPU 3", None),
         ("{'loss': 0.717, 'grad_norm': 0.749, 'epoch': 1.38}", None),
     ],

@@ -75,9 +75,9 @@ def test_the_windows_leave_gaps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     decoded: list[int] = []
     real_feed = log_window._Reader.feed
 
-    def counting_feed(self, start: int, end: int) -> None:
+    def counting_feed(self, start: int, end: int, line_start: int | None = None) -> None:
         decoded.append(end - start)
-        real_feed(self, start, end)
+        real_feed(self, start, end, line_start)
 
     monkeypatch.setattr(log_window._Reader, "feed", counting_feed)
     demo = ROOT / "configs" / "demo" / "train.log"
@@ -114,3 +114,43 @@ def test_same_facts_on_long_progress_logs(tmp_path: Path, eval_every: int) -> No
     # and from the tail of a file too big for the budget
     old, new = _both(path, TINY, tail=16 * 1024)
     assert new == old and new["truncated_read"]
+
+
+def test_a_window_inside_a_long_line_gets_the_line_start(tmp_path: Path) -> None:
+    """A 1 MB progress line with no break: its "5%|" is 1 MB before the end window, and still read."""
+    path = tmp_path / "nohup.out"
+    path.write_text("  5%|" + "█" * 330_000 + "| 5/100 [00:10<03:10,  2.00s/it]\nKilled\n", encoding="utf-8")
+    old, new = _both(path, log_window.DEFAULT_SIZES)
+    assert new == old
+    assert (new["good_steps"], new["oom_kind"]) == (5, "killed")
+    assert not any("without its step count" in e for e in new["phase_evidence"])
+
+
+def _lines_of_every_log() -> list[str]:
+    texts = [p.read_bytes().decode("utf-8", errors="replace") for p in CASE_LOGS + RULE_LOGS if p.is_file()]
+    texts += [excerpt for _, excerpt in EXCERPTS]
+    return sorted({line for t in texts for line in t.replace("\r", "\n").split("\n") if line.strip()})
+
+
+def test_a_line_without_a_needle_changes_nothing_the_gaps_drop() -> None:
+    """The gaps keep only progress bars and loss dicts: every other line the scanner acts on must hold a
+    needle. A new check in LogScanner._segment whose lines hold none fails here (add its regex to
+    log_needles._scanner_needles)."""
+    from dataclasses import asdict
+
+    from oomdoctor.facts.log_needles import hit_pattern
+
+    finder = hit_pattern()
+    quiet = {"recent", "last_content_was_traceback"}
+    fresh = {k: v for k, v in asdict(LogScanner().run).items() if k not in quiet}
+    checked = 0
+    for line in _lines_of_every_log():
+        raw = line.encode("utf-8")
+        if finder.search(raw) is not None or any(s in raw for s in (b"%|", b"'loss':", b"s/it", b"it/s")):
+            continue
+        scanner = LogScanner()
+        scanner.feed_text(line + "\n")
+        after = {k: v for k, v in asdict(scanner.run).items() if k not in quiet}
+        assert after == fresh, line
+        checked += 1
+    assert checked > 100

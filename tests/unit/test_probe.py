@@ -98,6 +98,10 @@ def test_val_size_packing_and_grouping_are_said(tmp_path: Path) -> None:
     assert plan.changes["val_size"] == 0.0 and plan.eval is not None and plan.eval.source == "tiny_train"
     text = " ".join(note["en"] for note in plan.how)
     assert "val_size 0.1" in text and "packing is on" in text and "group_by_length is on" in text
+    # packed: enough of the longest rows to fill 2 x 2 sequences of cutoff_len 40, not just 4 rows
+    counts = sorted((min(n, 40) for n in words(read_config(path), ["tiny_train"])["tiny_train"]), reverse=True)
+    kept = sum(len(part.rows) for part in plan.train)
+    assert sum(counts[:kept]) >= 4 * 40 > sum(counts[: kept - 1])
 
 
 def test_hub_data_cannot_be_probed(tmp_path: Path) -> None:

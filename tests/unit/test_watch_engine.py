@@ -27,7 +27,7 @@ CASES = sorted((Path(__file__).resolve().parents[1] / "watch" / "cases").glob("*
 
 
 def _facts(case: dict[str, Any]) -> Facts:
-    config = config_from_mapping(case["config"])
+    config = config_from_mapping(case["config"], world_size=case.get("world_size"))
     model = model_from_name(config.model_name_or_path)
     data = DataFacts(source="given", **case["lengths"]) if "lengths" in case else None
     card = case.get("card")
@@ -171,3 +171,26 @@ def test_the_watch_package_stays_headless() -> None:
             "print([m for m in ('textual', 'torch', 'transformers', 'llamafactory') if m in sys.modules])")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_save_line_is_drawn_only_while_a_save_is_coming(tmp_path: Path) -> None:
+    """A LoRA run on a scripted card: the save adds nothing on the GPU (the line sits on what the run holds) and
+    the adapter in host RAM; past the last save there is no save line."""
+    from oomdoctor.watch import Watcher
+
+    config = tmp_path / "train.yaml"
+    config.write_text(yaml.safe_dump({"model_name_or_path": "Qwen/Qwen3-0.6B", "stage": "sft", "do_train": True,
+                                      "dataset": "d", "max_steps": 100, "save_steps": 40, "cutoff_len": 512,
+                                      "output_dir": str(tmp_path / "out")}))  # fmt: skip
+    me = GpuProcess(pid=os.getpid(), used_mib=3000.0, name="python")
+    source = FakeGpuSource([GpuDevice(0, "NVIDIA GeForce RTX 4090", 24564.0, used_mib=3300.0, processes=[me])])
+    watcher = Watcher(config, pid=os.getpid(), gpu_source=source)
+    frame = watcher.poll()
+    gpu, host = frame["pools"][0], frame["pools"][-1]
+    lines = gpu["phase_lines_mib"]
+    assert frame["next_save_step"] == 40 and lines["save"] < lines["longest_batch"]
+    assert lines["save"] == pytest.approx(lines["longest_batch"] - watcher.plan.train_extra_mib, abs=0.2)  # type: ignore[operator]
+    adapter = sum(watcher.plan.save_host_parts.values())
+    assert adapter > 0 and host["phase_lines_mib"]["save"] == pytest.approx(host["limit_mib"] - host["left_mib"] + adapter, abs=0.3)
+    watcher.progress.step = 85  # past the last save (80): the line goes
+    assert "save" not in watcher.poll()["pools"][0]["phase_lines_mib"]

@@ -167,7 +167,7 @@ def gather_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
     return {
         "answers": parse_answers(getattr(args, "answer", None)),
-        "gpu_total_mib": getattr(args, "gpu_mib", None),
+        "capacity_mib": getattr(args, "gpu_mib", None),
         "longest_tokens": getattr(args, "longest_tokens", None),
         "eval_longest_tokens": getattr(args, "eval_longest_tokens", None),
         "lengths_file": getattr(args, "lengths", None),

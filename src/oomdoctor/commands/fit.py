@@ -11,7 +11,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from oomdoctor.commands._inputs import add_json, positive_number
+from oomdoctor.commands._inputs import add_json, number_in, positive_number
+from oomdoctor.commands.trial import MAX_TIMEOUT_S
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK
 from oomdoctor.i18n import Lang, help_text, msg, pick
 
@@ -28,12 +29,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-mib", type=positive_number, metavar="N",
                         help=help_text("memory to fit in, MiB (default: the first GPU's total)",
                                        "可用显存(MiB,默认取第一张 GPU 的总显存)"))  # fmt: skip
-    parser.add_argument("--margin", type=float, default=0.1,
+    parser.add_argument("--margin", type=number_in(0.0, 0.9), default=0.1,
                         help=help_text("share of the memory kept free (default 0.1)", "预留的内存比例(默认 0.1)"))  # fmt: skip
     parser.add_argument("--launcher", default="llamafactory-cli train",
                         help=help_text("how to start training for the probes (as for trial)",
                                        "探测试跑时启动训练的命令(同 trial)"))  # fmt: skip
-    parser.add_argument("--timeout", type=float, default=600.0,
+    parser.add_argument("--timeout", type=number_in(0, MAX_TIMEOUT_S, low_open=True), default=600.0,
                         help=help_text("time limit of each probe in seconds (default 600)",
                                        "每次探测的时间上限,单位秒(默认 600)"))  # fmt: skip
     add_json(parser)

@@ -198,6 +198,11 @@ def milestone_lines(record: dict[str, Any], lang: Lang) -> list[str]:
         else:
             lines.append(msg("probe_milestone_unreached", lang, name=name))
     lines.append(msg("probe_all_passed" if record.get("probe_passed") else "probe_not_passed", lang))
+    calibration = record.get("calibration")
+    if calibration:
+        constants = ", ".join(f"{k} {calibration['constants'][k]:g}" for k in calibration["from_calibration"])
+        lines.append(msg("cal_written", lang, fitted=calibration["text"][lang], constants=constants,
+                         path=calibration.get("file", "-")))  # fmt: skip
     return lines
 
 

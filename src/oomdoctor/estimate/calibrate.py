@@ -118,6 +118,17 @@ class Calibration:
         )
 
 
+def calibration_of(estimate: Any) -> Calibration | None:
+    """The calibration a calibrated estimate used (from its ``calibration`` record), to estimate what-ifs of
+    the same setting with it: ``estimate(changed, model, calibration=calibration_of(facts.estimate))``."""
+    record = getattr(estimate, "calibration", None)
+    if not record:
+        return None
+    return Calibration(setting={"setting_id": record.get("setting_id")},
+                       constants={**default_constants(), **record["constants"]},
+                       fitted=list(record["from_calibration"]), trial=record.get("trial"))  # fmt: skip
+
+
 # --- The setting a calibration belongs to ----------------------------------------------------------------------
 
 

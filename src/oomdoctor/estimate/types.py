@@ -46,3 +46,8 @@ class Estimate:
     # Set when a calibration (estimate/calibrate.py) replaced stack-dependent constants: the trial, which
     # constants came from it (``from_calibration``), their values and a bilingual headline.
     calibration: dict[str, Any] | None = None
+    # What a checkpoint save adds, by part (MiB; not in the peak): on one GPU beyond what the run holds
+    # between steps (zero3_gather, fsdp_unshard, int8_layout_copy, optimizer_gather), and in the node's host
+    # RAM (state_dict_copy, optimizer_copy). memory_model.yaml ``save`` says where each comes from.
+    save_gpu_mib: dict[str, float] = field(default_factory=dict)
+    save_host_mib: dict[str, float] = field(default_factory=dict)

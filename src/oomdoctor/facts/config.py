@@ -329,6 +329,7 @@ def config_from_mapping(
     train_batch = _positive(c, "per_device_train_batch_size")
     eval_batch = _positive(c, "per_device_eval_batch_size")
     accumulation = _positive(c, "gradient_accumulation_steps")
+    _check_samples_per_update(c, train_batch, accumulation)
     gpus = world_size if world_size and world_size > 0 else 1
 
     fp16, bf16, pure_bf16 = c.flag("fp16"), c.flag("bf16"), c.flag("pure_bf16")
@@ -442,6 +443,20 @@ _POSITIVE_MAX = {
     "cutoff_len": 1 << 24,
     "lora_rank": 1 << 16,
 }
+
+
+# Samples one device takes per optimizer update (micro-batch x accumulation): pretraining's largest batches
+# are a few thousand samples. The fit search walks the divisors of this number.
+_MAX_SAMPLES_PER_UPDATE = 1 << 20
+
+
+def _check_samples_per_update(c: _Coerce, train_batch: int, accumulation: int) -> None:
+    if train_batch * accumulation > _MAX_SAMPLES_PER_UPDATE:
+        raise c._bad(
+            "gradient_accumulation_steps",
+            f"at most {_MAX_SAMPLES_PER_UPDATE:,} samples per update with per_device_train_batch_size {train_batch:,}",
+            f"与 per_device_train_batch_size {train_batch:,} 相乘不超过 {_MAX_SAMPLES_PER_UPDATE:,}",
+        )
 
 
 def _positive(c: _Coerce, key: str) -> int:

@@ -16,8 +16,9 @@ import codecs
 import json
 import os
 import re
+import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from oomdoctor.errors import BadInput
 from oomdoctor.facts import log_window
@@ -89,7 +90,7 @@ def _scan_file(
 
     The head and the tail are read as bytes and searched the way grep does (``log_window``): only the
     windows around what matters are decoded, so a big log costs its tail budget's bytes, not its lines."""
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         sniff = fh.read(_SNIFF_BYTES)
     bom = bom_encoding(sniff)
     if tail_bytes is None or (bom and bom.startswith("utf-16")) or not log_window.available():
@@ -99,7 +100,7 @@ def _scan_file(
     size = p.stat().st_size
     head_bytes = min(HEAD_BYTES, max(4096, tail_bytes // 8))  # never more than a fraction of the budget
     skip_bom = 3 if bom == "utf-8-sig" else 0
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         if size <= tail_bytes + head_bytes:
             data = fh.read()
             if not log_window.has_text(data, skip_bom, len(data)):
@@ -134,7 +135,7 @@ def _scan_file_whole(p: Path, scanner: LogScanner, tail_bytes: int | None) -> tu
     """The reader before log_window: every byte of the head and tail decoded and scanned line by line.
     Used for UTF-16 logs, for the full streamed scan, and by the tests that check both readers agree."""
     size = p.stat().st_size
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         head = fh.read(min(size, _SNIFF_BYTES))
         if looks_binary(head):
             raise BadInput(msg("log_binary", None, path=p))
@@ -164,6 +165,17 @@ def _scan_file_whole(p: Path, scanner: LogScanner, tail_bytes: int | None) -> tu
     scanner.gap()
     scanner.feed_text(tail_text)
     return len(head_data) + len(tail_data), True, encoding
+
+
+def _open_regular(p: Path) -> BinaryIO:
+    """Open a log for reading, refusing at once what is not a regular file: a FIFO would block the open (or
+    the read) forever, a device never ends. The check is on the opened descriptor, so a file swapped for a
+    FIFO after ``is_file()`` is refused too."""
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BadInput(msg("not_a_file", None, path=p))
+    return os.fdopen(fd, "rb")
 
 
 def _to_last_newline(data: bytes, encoding: str | None) -> bytes:
@@ -238,14 +250,14 @@ def _read_output_dir(d: Path, tail_bytes: int | None) -> LogFacts:
 def _is_trainer_log(p: Path) -> bool:
     if p.name.endswith(".jsonl"):
         return True
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         first = fh.read(4096).lstrip()
     return first.startswith(b'{"') and b'"current_steps"' in first
 
 
 def _read_trainer_log(p: Path) -> list[dict[str, Any]]:
     size = p.stat().st_size
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         if size > TRAINER_LOG_MAX_BYTES:
             fh.seek(size - TRAINER_LOG_MAX_BYTES)
         data = fh.read()
@@ -274,7 +286,7 @@ def _trainer_records(content: str) -> list[dict[str, Any]] | None:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # broken, or nested deeper than any record (json recurses)
             continue
         if isinstance(obj, dict):
             records.append(obj)
@@ -284,10 +296,14 @@ def _trainer_records(content: str) -> list[dict[str, Any]] | None:
 
 
 def _number(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
+    """A finite value of a sane size (NaN kept: a diverged loss is a reading); None for anything else."""
+    if value is None or isinstance(value, (bool, dict, list)):
         return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if number != number or abs(number) < 1e15 else None
 
 
 # ---------------------------------------------------------------------------------------------- facts

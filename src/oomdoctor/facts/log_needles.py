@@ -109,6 +109,7 @@ def needle_bytes(needles: Iterable[str]) -> list[bytes]:
 
 def _scanner_needles() -> list[str] | None:
     """Needles for every line the scanner does more with than keep it as context (see LogScanner._segment)."""
+    from oomdoctor.facts import launcher
     from oomdoctor.facts import log_scan as s
     from oomdoctor.facts.log_tables import tables
 
@@ -127,6 +128,7 @@ def _scanner_needles() -> list[str] | None:
         s._NOTEBOOK_BAR.pattern,
         s._EXCEPTION_LINE.pattern,
         s._BANNER_HINT.pattern,
+        launcher.HINT.pattern,
         *(m["pattern"] for m in raw["markers"]),
         *raw["run_start"],
         *(w["pattern"] for w in raw["allocator_warnings"]),

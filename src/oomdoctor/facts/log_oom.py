@@ -27,8 +27,10 @@ _UNIT_MIB = {
     "tib": 1024.0**2,
 }
 # torch prints binary units with "GiB"; a few tools print "GB" for the same thing: both are read as binary.
-# Bounded digit runs: a hostile line of thousands of digits costs linear time, not quadratic.
-_SIZE = r"(?<![\d,.])(\d[\d,]{0,15}(?:\.\d{1,6})?)\s*(TiB|GiB|MiB|KiB|TB|GB|MB|KB|bytes|byte|B)\b"
+# A number starts where no digit, point or comma precedes it and has at most 25 digits and commas: linear to search
+# (an unbounded `\d[\d,]*` tried at every digit of a 100,000-digit run is quadratic), and a number longer
+# than any size is not read at all.
+_SIZE = r"(?<![\d.,])(\d[\d,]{0,24}(?:\.\d{1,12})?)\s*(TiB|GiB|MiB|KiB|TB|GB|MB|KB|bytes|byte|B)\b"
 
 
 def size_to_mib(value: str, unit: str) -> float:
@@ -85,7 +87,7 @@ def parse_oom_numbers(text: str) -> OomNumbers:
         or _one(r"unable to mmap " + _SIZE, text)
         or _one(r"Unable to allocate " + _SIZE, text)
     )
-    gpu = re.search(r"\b(?:GPU|NPU|XPU) (\d{1,6})\b", text)
+    gpu = re.search(r"\b(?:GPU|NPU|XPU) (\d{1,4})\b", text)
     if gpu:
         n.gpu_index = int(gpu.group(1))
     # new format
@@ -94,7 +96,7 @@ def parse_oom_numbers(text: str) -> OomNumbers:
     n.process_in_use_mib = _one(r"this process has " + _SIZE + r" memory in use", text)
     n.allocated_mib = _one(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch", text)
     n.reserved_unallocated_mib = _one(_SIZE + r" is reserved by PyTorch but unallocated", text)
-    for m in re.finditer(r"Process\s+(\d{1,12})\s+has\s+" + _SIZE + r"\s+memory\s+in\s+use", text):
+    for m in re.finditer(r"Process\s+(\d{1,10})\s+has\s+" + _SIZE + r"\s+memory\s+in\s+use", text):
         n.other_processes.append((int(m.group(1)), size_to_mib(m.group(2), m.group(3))))
     # old format: "(GPU 2; 79.17 GiB total capacity; 76.68 GiB already allocated; 381.31 MiB free; ...)"
     if n.capacity_mib is None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oomdoctor.facts.log_needles import hit_pattern
-from oomdoctor.facts.log_scan import LogScanner
+from oomdoctor.facts.log_scan import CLIP, MAX_LINE_CHARS, LogScanner
 from oomdoctor.facts.log_text import decode_block
 
 _LOSS = b"'loss':"
@@ -67,13 +67,21 @@ def scan_region(
     reader = _Reader(buf, scanner, enc, sizes)
     at = lo
     for start, end in windows:
-        if at < start:
-            reader.gap(at, start)
-        reader.feed(start, end)
+        line_start = _line_start(buf, at, start)
+        if at < line_start:
+            reader.gap(at, line_start)
+        reader.feed(start, end, line_start)
         at = end
     if at < hi:
         reader.gap(at, hi)
     return enc
+
+
+def _line_start(buf: bytes, floor: int, start: int) -> int:
+    """Where the segment a window starts in begins (a margin may start inside a very long line)."""
+    if start == floor or buf[start - 1 : start] in (b"\n", b"\r"):
+        return start
+    return max(buf.rfind(b"\n", floor, start), buf.rfind(b"\r", floor, start), floor - 1) + 1
 
 
 # ---------------------------------------------------------------------------------------------- windows
@@ -157,8 +165,17 @@ class _Reader:
     def text(self, start: int, end: int) -> str:
         return self.buf[start:end].decode(self.encoding, errors="replace")
 
-    def feed(self, start: int, end: int) -> None:
-        self.scanner.feed_text(self.text(start, end))
+    def feed(self, start: int, end: int, line_start: int | None = None) -> None:
+        """Feed a window. One that starts inside a long line gets that line's beginning in front, as the
+        scanner clips a long line (its first half, " … ", its end), so a bar's "n%|" is not lost."""
+        text = self.text(start, end)
+        if line_start is not None and line_start < start:
+            half = MAX_LINE_CHARS // 2
+            if start - line_start <= 4 * half:
+                text = self.text(line_start, start) + text
+            else:
+                text = self.text(line_start, line_start + 4 * half)[:half] + CLIP + text
+        self.scanner.feed_text(text)
 
     def gap(self, start: int, end: int) -> None:
         """Sum the gap up; what must be read line by line first (see _needs_detail) is read in detail."""

@@ -26,21 +26,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from oomdoctor import __version__, inputs
 from oomdoctor.diagnosis import Proposal
 from oomdoctor.errors import BadInput
-from oomdoctor.facts.config import is_llamaboard_file, lf_knowledge, read_config_text, yaml_error_line
+from oomdoctor.facts.config import is_llamaboard_file, lf_knowledge, read_config_text
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import both, msg
 from oomdoctor.patch.yaml_edit import EditError, KeyEdit, apply_edits
 
 CONFIG_NAME = "config.yaml"
 CHANGE_NAME = "change.json"
+# The command as a script beside the config: terminals that ignore clipboard requests (JupyterLab's, many
+# over SSH) still let the user run ``bash <folder>/command.sh`` or open it and copy the line.
+COMMAND_NAME = "command.sh"
 OUTPUT_SUBDIR = "output"
 LAUNCHER = "llamafactory-cli train"
-_RESERVED = {CONFIG_NAME, CHANGE_NAME, OUTPUT_SUBDIR}
+_RESERVED = {CONFIG_NAME, CHANGE_NAME, COMMAND_NAME, OUTPUT_SUBDIR}
 
 
 @dataclass
@@ -55,6 +56,7 @@ class PatchResult:
     written: dict[str, list[Any]] = field(default_factory=dict)  # every key written: {key: [old, new]}
     env: dict[str, str] = field(default_factory=dict)
     relative_paths: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> {value, resolved}
+    command_file: Path | None = None  # command.sh: the command, runnable from any folder
 
 
 def write_patched_config(
@@ -83,7 +85,7 @@ def write_patched_config(
         edited = apply_edits(text, edits, rule=proposal.rule)
     except EditError as err:
         raise BadInput(msg("patch_cannot_edit", None, path=source, detail=err)) from None
-    final = yaml.safe_load(edited.text)
+    final = inputs.load_yaml(edited.text, path=inputs.one_line(out / CONFIG_NAME))
 
     run_dir, relative = find_run_dir(final, source.parent)
     inputs.check_new_folder(out, protected=run_folders(raw, run_dir))
@@ -121,7 +123,9 @@ def write_patched_config(
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "oomdoctor_version": __version__,
     }
-    files = _write_folder(out, edited.text, proposal.files, change)
+    script = command_script(config_out, env=env, run_dir=run_dir)
+    files = _write_folder(out, edited.text, {**proposal.files, COMMAND_NAME: script}, change)
+    (out / COMMAND_NAME).chmod(0o755)
     return PatchResult(
         folder=out,
         config_path=config_out,
@@ -129,10 +133,11 @@ def write_patched_config(
         command=command,
         change_json=out / CHANGE_NAME,
         run_dir=run_dir,
-        files=files,
+        files=[f for f in files if f.name != COMMAND_NAME],
         written=written,
         env=env,
         relative_paths=relative,
+        command_file=out / COMMAND_NAME,
     )
 
 
@@ -140,10 +145,7 @@ def write_patched_config(
 
 
 def _load_raw(source: Path, text: str) -> dict[str, Any]:
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise BadInput(msg("yaml_malformed", None, path=source, detail=yaml_error_line(err))) from None
+    raw = inputs.load_yaml(text, path=inputs.one_line(source))  # aliases, depth and numbers bounded
     if raw is None:
         raise BadInput(msg("config_empty", None, path=source))
     if not isinstance(raw, dict):
@@ -336,6 +338,21 @@ def build_command(config: Path, *, env: dict[str, str] | None = None, run_dir: P
     parts.extend(f"{key}={shlex.quote(value)}" for key, value in (env or {}).items())
     parts.append(f"{LAUNCHER} {shlex.quote(str(config))}")
     return " ".join(parts)
+
+
+def command_script(config: Path, *, env: dict[str, str] | None = None, run_dir: Path | None = None) -> str:
+    """``command.sh``: the same command, starting with ``cd`` to where it must run (``run_dir``, else the
+    folder it was written from), so ``bash command.sh`` works from anywhere."""
+    where = run_dir if run_dir is not None else Path.cwd()
+    words = [f"{key}={shlex.quote(value)}" for key, value in (env or {}).items()]
+    words.append(f"{LAUNCHER} {shlex.quote(str(config))}")
+    return (
+        "#!/usr/bin/env bash\n"
+        "# Written by oomdoctor: the training command for this change (run: bash command.sh).\n"
+        "set -e\n"
+        f"cd {shlex.quote(str(where))}\n"
+        f"{' '.join(words)}\n"
+    )
 
 
 def _default_parent(source: Path) -> str:

@@ -61,15 +61,18 @@ def assemble(
     world_size, world_source = settle_world_size(readings)
     if config is not None and config.world_size != (world_size or 1):
         config = dataclasses.replace(config, world_size=world_size or 1)
+    micro_batch, accumulation, effective_batch = _batch(config, log, world_size)
     settled = Derived(
         capacity_mib=capacity,
         capacity_source=capacity_source,
         world_size=world_size,
         world_size_source=world_source,
         processes_at_least=_processes_at_least(log, world_size, world_source),
-        sharded_by=sharded_by(config, log),
+        sharded_by=sharded_by(config, log, readings.env),
         phase_candidates=phase_candidates(config, log),
-        **_batch(config, log, world_size),
+        micro_batch=micro_batch,
+        accumulation=accumulation,
+        effective_batch=effective_batch,
     )
     estimate = readings.estimate
     if estimate is None:
@@ -120,7 +123,7 @@ def settle_world_size(readings: Readings) -> tuple[int | None, str | None]:
         (readings.world_size, "given"),
         (log.world_size if log is not None else None, "log"),
         (log.launcher_world_size if log is not None else None, "launcher"),
-        (_ray_workers(config), "ray"),
+        (_ray_workers(config, readings.env), "ray"),
         (_banner_world(log), "banner"),
         (_int_or_none(readings.env.get("WORLD_SIZE")), "env"),
         (config.world_size if config is not None and config.world_size > 1 else None, "config"),
@@ -144,10 +147,23 @@ def _banner_world(log: LogFacts | None) -> int | None:
     return None
 
 
-def _ray_workers(config: ConfigFacts | None) -> int | None:
+# Ray Train is switched on by USE_RAY=1 in the training's environment (LLaMA-Factory 0.9.5, hparams/parser.py);
+# a config that names its Ray settings is a Ray run too.
+RAY_KEYS: tuple[str, ...] = ("ray_run_name", "ray_num_workers", "ray_storage_path", "resources_per_worker")
+
+
+def uses_ray(config: ConfigFacts | None, env: Mapping[str, str]) -> bool:
+    from oomdoctor.facts.config import written
+
+    if str(env.get("USE_RAY", "")).strip().lower() in ("1", "true", "yes"):
+        return True
+    return config is not None and any(written(config, key) for key in RAY_KEYS)
+
+
+def _ray_workers(config: ConfigFacts | None, env: Mapping[str, str]) -> int | None:
     from oomdoctor.facts.config import setting
 
-    if config is None or not setting(config, "use_ray"):
+    if config is None or not uses_ray(config, env):
         return None
     return _int_or_none(setting(config, "ray_num_workers"))
 
@@ -181,7 +197,7 @@ def _processes_at_least(log: LogFacts | None, world_size: int | None, source: st
     return _numbered_processes(log)
 
 
-def sharded_by(config: ConfigFacts | None, log: LogFacts | None) -> str | None:
+def sharded_by(config: ConfigFacts | None, log: LogFacts | None, env: Mapping[str, str]) -> str | None:
     """deepspeed / fsdp / ray: what spreads the run over its processes (None: plain data parallelism)."""
     from oomdoctor.facts.config import setting
 
@@ -193,27 +209,26 @@ def sharded_by(config: ConfigFacts | None, log: LogFacts | None) -> str | None:
         return "fsdp"
     if log is not None and FSDP_FRAMES.intersection(log.frames):
         return "fsdp"
-    if config is not None and setting(config, "use_ray"):
+    if uses_ray(config, env):
         return "ray"
     return None
 
 
-def _batch(config: ConfigFacts | None, log: LogFacts | None, world_size: int | None) -> dict[str, int | None]:
+def _batch(
+    config: ConfigFacts | None, log: LogFacts | None, world_size: int | None
+) -> tuple[int | None, int | None, int | None]:
     """micro_batch, accumulation, effective_batch: the config's (with the settled world size), else the
     log's banner (its own total, else batch x accumulation x a stated world size)."""
     if config is not None:
-        return {
-            "micro_batch": config.per_device_train_batch_size,
-            "accumulation": config.gradient_accumulation_steps,
-            "effective_batch": config.effective_batch if world_size is not None else None,
-        }
+        effective = config.effective_batch if world_size is not None else None
+        return config.per_device_train_batch_size, config.gradient_accumulation_steps, effective
     if log is None:
-        return {"micro_batch": None, "accumulation": None, "effective_batch": None}
+        return None, None, None
     micro, accumulation = log.instantaneous_batch_size, log.gradient_accumulation_steps
     effective = log.total_train_batch_size
     if effective is None and micro and accumulation and world_size:
         effective = micro * accumulation * world_size
-    return {"micro_batch": micro, "accumulation": accumulation, "effective_batch": effective}
+    return micro, accumulation, effective
 
 
 # --- the phase's candidates ------------------------------------------------------------------------------

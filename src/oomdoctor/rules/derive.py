@@ -105,7 +105,6 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
         config is not None
         and config.evaluation_only
         and log_failed(facts)
-        and weights_loaded is not False
         and not _card_held_by_others(facts)
     ):
         return "eval", "config"  # nothing but evaluation runs after the weights load
@@ -336,10 +335,8 @@ def _cutoff_that_fits(facts: Facts, limit: int) -> int | None:
     capacity = facts.derived.capacity_mib
     if config is None or model is None or facts.estimate is None or not capacity:
         return None
-    try:
-        from oomdoctor.estimate import estimate, with_changes  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+    from oomdoctor.estimate import estimate, with_changes
+
     cutoff = (limit - 1) // CUTOFF_STEP * CUTOFF_STEP
     while cutoff >= CUTOFF_STEP:
         trial = with_changes(config, {"cutoff_len": cutoff})

@@ -18,6 +18,11 @@ from oomdoctor.rules.facts import Facts
 # Groups a rule may read; ``readings`` (the raw facts before assembly) is not one of them.
 ROOTS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Facts) if f.name != "readings")
 _MAPPINGS = (dict, collections.abc.Mapping)
+# ``llamafactory-cli eval`` reads these besides the training keys (LLaMA-Factory 0.9.5,
+# hparams/evaluation_args.py EvaluationArguments); a rule may read them as written (``config.raw.task``).
+EVAL_KEYS: frozenset[str] = frozenset(
+    {"task", "task_dir", "batch_size", "seed", "lang", "n_shot", "save_dir", "download_mode"}
+)
 _HINTS_CACHE: dict[type, dict[str, Any]] = {}
 
 
@@ -46,6 +51,8 @@ def fact_path_problem(path: str) -> str | None:
     root = parts[0]
     if root not in ROOTS:
         return f"no fact group {root!r} (known: {', '.join(ROOTS)})"
+    if parts[:2] == ["config", "raw"] and len(parts) == 3:
+        return _raw_key_problem(parts[2])
     tp = _unwrap(_hints(Facts)[root])
     for i, part in enumerate(parts[1:], start=1):
         if _is_open_mapping(tp):
@@ -55,10 +62,19 @@ def fact_path_problem(path: str) -> str | None:
         members = _hints(tp)  # type: ignore[arg-type]
         if part not in members:
             known = f" (known: {', '.join(members)})" if root == "derived" else ""
-            return f"{tp.__name__} has no field {part!r}{known}"
+            return f"{getattr(tp, '__name__', tp)} has no field {part!r}{known}"
         tp = _unwrap(members[part])
     if _is_open_mapping(tp) and root in ("answers", "env"):
         return f"{path!r} needs a key, e.g. {root}.NAME"
     if len(parts) == 1:
         return f"{path!r} is a group of facts, not one fact"
     return None
+
+
+def _raw_key_problem(key: str) -> str | None:
+    """``config.raw.<key>`` reads a key as written: it must be one LLaMA-Factory knows (facts/lf_defaults.yaml)."""
+    from oomdoctor.facts.config import known_keys
+
+    if key in known_keys() or key in EVAL_KEYS:
+        return None
+    return f"LLaMA-Factory has no config key {key!r} (config.raw.<key> reads a key as written)"

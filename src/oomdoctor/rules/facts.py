@@ -70,7 +70,8 @@ class Derived:
     )
     phase_candidates: tuple[str, ...] = _fact(
         "the phases the log leaves open (a failure in the Trainer's after-step hook: eval, save) that the "
-        "config's schedule can run at that step; empty when the log names the phase or narrows nothing",
+        "config's schedule can run at that step (all of them without a config); empty when the log narrows "
+        "nothing",
         (),
     )
     weights_loaded: bool | None = _fact(
@@ -101,8 +102,8 @@ class Derived:
     )
     world_size: int | None = _fact(
         "processes taking part, from what states it: the user's count, the log's 'world size:', a "
-        "launcher line (torchrun/deepspeed/accelerate arguments, WORLD_SIZE), Ray's ray_num_workers, the banner's Total train batch size / (batch x accumulation), "
-        "WORLD_SIZE; 1 for a config where nothing shows several processes; None when a rank or GPU number "
+        "launcher line (torchrun/deepspeed/accelerate arguments, WORLD_SIZE), Ray's ray_num_workers, the "
+        "banner's Total train batch size / (batch x accumulation), WORLD_SIZE; 1 for a config where nothing shows several processes; None when a rank or GPU number "
         "proves several but nothing says how many (never a rank number seen in an excerpt)"
     )
     world_size_source: str | None = _fact(
@@ -114,7 +115,8 @@ class Derived:
     )
     sharded_by: str | None = _fact(
         "what spreads the model over the processes: deepspeed (a ZeRO stage, a DeepSpeed config or "
-        "failure), fsdp (the config's fsdp, or FSDP frames in the traceback), ray (use_ray); None: plain "
+        "failure), fsdp (the config's fsdp, or FSDP frames in the traceback), ray (USE_RAY=1, or the config "
+        "names its ray_* settings); None: plain "
         "data parallelism or one process"
     )
     finetuning_type: str | None = _fact(
@@ -244,6 +246,11 @@ class Facts:
 
     def with_data(self, data: DataFacts) -> Facts:
         """The same readings with measured lengths, assembled again (the estimate rebuilt on them)."""
+        return self.with_readings(data=data, estimate=None)
+
+    def with_readings(self, **changes: Any) -> Facts:
+        """Other readings (``log=...``: a hypothetical failure, as ``watch`` foresees one), the same answers,
+        assembled again. The readings' own estimate, if one was given, stays unless replaced."""
         from oomdoctor.rules.assemble import assemble
 
-        return assemble(dataclasses.replace(self.readings, data=data, estimate=None), self.answers)
+        return assemble(dataclasses.replace(self.readings, **changes), self.answers)

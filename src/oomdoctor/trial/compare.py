@@ -464,16 +464,32 @@ def _peak_from_samples(folder: Path) -> tuple[float | None, str | None]:
     if not path.exists() and not path.is_symlink():
         return None, None
     shown = one_line(path)
+    rows = inputs.iter_csv_rows(path, what="gpu-samples.csv")
+    header = next(rows, [])
+    if "memory_used_mib" not in header or "gpu" not in header:
+        if not header:
+            return None, None  # empty: the trial was stopped before its first sample
+        raise inputs.bad_value(shown, "header", "time_s,gpu,memory_used_mib,...", ",".join(header)[:60])
+    used, gpu = header.index("memory_used_mib"), header.index("gpu")
     peak: float | None = None
     all_host = True
-    for number, row in enumerate(inputs.iter_csv_rows(path, what="gpu-samples.csv"), start=2):
-        value = inputs.as_number(row.get("memory_used_mib"), path=shown, key=f"line {number} memory_used_mib",
-                                 low=0.0, high=inputs.MAX_NUMBER)  # fmt: skip
+    for number, row in enumerate(rows, start=2):
+        value = _sample_mib(row[used] if used < len(row) else None, shown, number)
         peak = value if peak is None else max(peak, value)
-        all_host = all_host and row.get("gpu") == "host"
+        all_host = all_host and gpu < len(row) and row[gpu] == "host"
     if peak is None:
         return None, None
     return peak, "host_rss" if all_host else "nvml"
+
+
+def _sample_mib(text: str | None, shown: str, line: int) -> float:
+    try:
+        value = float(text) if text is not None and len(text) <= 40 else math.nan
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= inputs.MAX_NUMBER):
+        raise inputs.bad_value(shown, f"line {line} memory_used_mib", "a number of MiB", text)
+    return value
 
 
 def _read_change(folder: Path) -> dict[str, Any] | None:

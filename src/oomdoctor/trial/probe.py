@@ -160,6 +160,18 @@ def _train_rows(names: Sequence[str], lengths: Mapping[str, list[int]], needed: 
     return sorted(parts, key=lambda p: -p.longest)
 
 
+def _rows_to_fill(lengths: Mapping[str, list[int]], names: Sequence[str], sequences: int, cutoff: int) -> int:
+    """With packing, rows are packed into sequences of up to ``cutoff`` tokens: the longest rows until they fill
+    ``sequences`` packed sequences (so the first batches are full ones), or all rows."""
+    ranked = sorted((min(n, cutoff) for name in names for n in lengths.get(name, [])), reverse=True)
+    total = 0
+    for count, tokens in enumerate(ranked, start=1):
+        total += tokens
+        if total >= sequences * cutoff:
+            return count
+    return len(ranked)
+
+
 def _eval_rows(config: ConfigFacts, lengths: Mapping[str, list[int]], needed: int) -> ProbeRows | None:
     """The longest validation rows, one eval batch per GPU (from the training data when val_size splits it)."""
     if not config.do_eval:
@@ -253,12 +265,16 @@ def plan_probe(
     names = list(dict.fromkeys([*config.dataset, *eval_sources]))
     _check_local(info, names)
     if lengths is None:
-        from oomdoctor.facts.dataset import row_lengths as lengths
+        from oomdoctor.facts.dataset import row_lengths
+
+        lengths = row_lengths
     with _in_dir(cwd):
         measured = lengths(config, names)
     world = max(1, int(config.world_size or 1))
     micro = int(config.per_device_train_batch_size)
     needed = micro * int(config.gradient_accumulation_steps) * world * max(1, steps)
+    if config.packing or config.raw.get("neat_packing"):
+        needed = _rows_to_fill(measured, list(config.dataset), needed, int(config.cutoff_len))
     eval_batch = int(config.per_device_eval_batch_size)
     plan = ProbePlan(
         data_dir=data_dir,
@@ -487,7 +503,7 @@ def milestones(
                   "peak_mib": _peak(samples, -1.0, t), "phase_peak_mib": _peak(samples, previous, t),
                   "rss_hwm_mib": _round(moment.get("rss_hwm_mib"))}  # fmt: skip
         kind = "train" if name in ("longest_batch", "optimizer_step") else "eval" if name == "eval" else None
-        if kind in vram:
+        if kind is not None and kind in vram:
             record["vram_allocated_gib"] = vram[kind]["allocated"]
             record["vram_reserved_gib"] = vram[kind]["reserved"]
         out.append(record)

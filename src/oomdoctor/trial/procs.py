@@ -109,6 +109,7 @@ class Cgroup:
             procs = root / "cgroup.procs"
             if not procs.is_file() or not os.access(root, os.W_OK):
                 continue
+            _sweep(root)
             path = root / f"oomdoctor-{name}"
             try:
                 path.mkdir()
@@ -143,6 +144,15 @@ class Cgroup:
                 return
             except OSError:
                 time.sleep(0.05)
+
+
+def _sweep(root: Path) -> None:
+    """Remove cgroups an earlier trial could not (its last zombies were not yet reaped): ``rmdir`` removes
+    only an empty cgroup, so one still in use is left alone."""
+    with contextlib.suppress(OSError):
+        for old in root.glob("oomdoctor-*"):
+            with contextlib.suppress(OSError):
+                old.rmdir()
 
 
 class TrialProcesses:

@@ -17,6 +17,7 @@ import contextlib
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -438,6 +439,16 @@ def _stop_everything(proc: subprocess.Popen[bytes], tree: ProcessTreeRss, grace_
 # --- Reading the results ---------------------------------------------------------------------------------------
 
 
+def _launch(processes: TrialProcesses, argv: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """Start the launcher in its own session, inside the trial's cgroup when there is one."""
+    try:
+        return subprocess.Popen(processes.wrap(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)  # fmt: skip
+    except BaseException:
+        processes.stop_all(0)  # nothing started: removes the cgroup
+        raise
+
+
 def _read_change(path: Path) -> dict[str, Any]:
     """The config's ``change.json`` (from ``oomdoctor patch``), read through the input layer: {} when there
     is none, BadInput (nothing run) when it is not a small JSON object."""
@@ -551,8 +562,10 @@ def run_trial(
 
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise BadInput(msg("trial_bad_steps", None, value=steps))
-    if not timeout_s or timeout_s <= 0:
-        raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))
+    if not isinstance(timeout_s, int | float) or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))  # nan would never time out
+    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0.01:
+        raise BadInput(msg("arg_range", None, low="0.01", high="3600", value=interval_s))  # 0 or nan: a busy loop
     config_file = Path(config_path).expanduser()
     config = read_config(config_file)
     inputs.check_new_folder(out_dir)
@@ -564,9 +577,8 @@ def run_trial(
     # the patch's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is part of the change being tried: memory
     # settings only (trial/env.py), never PATH or LD_PRELOAD from a folder someone else prepared
     change_env = allowed_change_env(change.get("env"), path=change_file)
-    processes = TrialProcesses()
     env_overrides = {**change_env, **launcher_env, **TRIAL_ENV}
-    env = {**os.environ, **env_overrides, **processes.env}
+    env = {**os.environ, **env_overrides}
     program = resolve_program(command[0], env.get("PATH"))
     if program is None:
         raise BadInput(msg("launcher_not_found", None, program=command[0]))
@@ -600,15 +612,9 @@ def run_trial(
     log_path = files.log
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
-    proc = subprocess.Popen(
-        processes.wrap(argv),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=run_dir,
-        start_new_session=True,
-    )
+    processes = TrialProcesses()  # the marker and cgroup that find what leaves the process group
+    env = {**env, **processes.env}
+    proc = _launch(processes, argv, env=env, cwd=run_dir)
     streamer = _LogStreamer(proc.stdout, log_path, on_line)
     streamer.start()
     sampler = Sampler(source, pid=proc.pid, interval_s=interval_s, csv_path=files.samples,

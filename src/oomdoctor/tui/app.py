@@ -31,7 +31,7 @@ from oomdoctor.tui.widgets import QuestionPanel
 
 if TYPE_CHECKING:
     from oomdoctor.diagnosis import Diagnosis, Proposal
-    from oomdoctor.discover import ScanResult
+    from oomdoctor.discover import SavedSession, ScanResult
     from oomdoctor.facts.gpu import GpuSource
     from oomdoctor.facts.types import DataFacts
     from oomdoctor.patch import PatchResult
@@ -64,6 +64,7 @@ class OomDoctorApp(App[int]):
     class RunsFound(Message):
         scan: ScanResult
         at_start: bool
+        saved: SavedSession | None = None  # what an earlier session left in the trials folder
 
     @dataclass
     class RunLoaded(Message):
@@ -178,15 +179,25 @@ class OomDoctorApp(App[int]):
         self.call_later(self.main_screen.refresh_view)
         self.load_run(self.session.config, log)
 
+    def restore_session(self, saved: SavedSession) -> None:
+        """Reopened in a folder with a trials folder: the run that failed, the changes made from it and
+        their trials, and the lengths measured then."""
+        session = self.session
+        session.open_run(saved.config, saved.log)
+        session.restore(saved)
+        self.call_later(self.main_screen.refresh_view)
+        self.load_run(session.config, saved.log)
+
     # Workers ---------------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="scan")
     def scan_runs(self, at_start: bool = False) -> None:
-        from oomdoctor.discover import find_runs
+        from oomdoctor.discover import find_runs, read_saved_session
 
         worker = get_current_worker()
         scan = find_runs(self.session.cwd, is_cancelled=lambda: worker.is_cancelled)
+        saved = read_saved_session(self.session.cwd) if at_start else None
         if not worker.is_cancelled:
-            self.post_message(self.RunsFound(scan, at_start))
+            self.post_message(self.RunsFound(scan, at_start, saved))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="diagnose")
     def load_run(self, config: Path | None, log: Path | None) -> None:
@@ -241,7 +252,18 @@ class OomDoctorApp(App[int]):
                 return
         if worker.is_cancelled:
             return
+        self._keep_lengths(data)
         self.post_message(self.LengthsMeasured(facts, facts_with_lengths(facts, data), data))
+
+    def _keep_lengths(self, data: DataFacts) -> None:
+        """Measured lengths of the run that failed are kept in the trials folder (not the demo's: it has
+        its own), so coming back does not tokenize again."""
+        from oomdoctor.discover import save_lengths
+        from oomdoctor.facts.types import to_jsonable
+
+        session = self.session
+        if not session.is_demo and session.parent_trial is None and session.config == session.origin_config:
+            save_lengths(session.cwd, to_jsonable(data))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="patch")
     def write_patch(self, proposal: Proposal, folder: Path) -> None:
@@ -252,11 +274,24 @@ class OomDoctorApp(App[int]):
             raise BadInput(t("proposal_no_config", self.session.lang))
         parent = self.session.trial_parent()
         result = write_patched_config(config, proposal, folder, parent=parent)
+        self._remember_run(Path(result.folder))
         self.post_message(self.PatchWritten(result, proposal, parent))
+
+    def _remember_run(self, folder: Path) -> None:
+        """The trials folder remembers the run that failed, for the next time oomdoctor opens here."""
+        from oomdoctor.discover import TRIALS_DIR_NAME, save_session
+
+        session = self.session
+        if (
+            folder.parent == session.cwd / TRIALS_DIR_NAME
+            and session.origin_log is not None
+            and not session.is_demo
+        ):
+            save_session(session.cwd, session.origin_config, session.origin_log)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="trial")
     def run_trial(self, feed: TrialFeed, stop: threading.Event) -> None:
-        from oomdoctor.trial.compare import compare_trials
+        from oomdoctor.tui.comparison import compare_run_trials
 
         entry = feed.entry
 
@@ -283,17 +318,12 @@ class OomDoctorApp(App[int]):
             stop=stop,
             cwd=entry.run_dir,
         )
-        # Compared with the trial it came from, when that is a trial folder (a plain config is not a trial).
-        parent = Path(entry.parent) if entry.parent else None
-        dirs = (
-            [parent, feed.out_dir]
-            if parent is not None and (parent / "result.json").is_file()
-            else [feed.out_dir]
-        )
-        try:
-            comparison = compare_trials(dirs)
-        except BadInput:  # the trial wrote no result.json (it could not start): the result line says why
-            comparison = None
+        # Every trial of this run side by side (oldest first); one that wrote no result.json (it could not
+        # start) is left out, and the result line says why.
+        dirs = self.session.trial_dirs()
+        if feed.out_dir not in dirs:
+            dirs.append(feed.out_dir)
+        comparison = compare_run_trials(dirs) if (feed.out_dir / "result.json").is_file() else None
         self.post_message(self.TrialFinished(feed, result, comparison))
 
     def start_trial(self, entry: HistoryEntry) -> None:
@@ -348,6 +378,10 @@ class OomDoctorApp(App[int]):
     @on(RunsFound)
     async def _runs_found(self, event: RunsFound) -> None:
         self.session.scan = event.scan
+        if event.at_start and event.saved is not None and isinstance(self.screen, PickerScreen):
+            self.pop_screen()
+            self.restore_session(event.saved)
+            return
         if event.at_start and event.scan.runs and isinstance(self.screen, PickerScreen):
             newest = event.scan.runs[0]
             self.pop_screen()
@@ -365,6 +399,7 @@ class OomDoctorApp(App[int]):
     @on(RunLoaded)
     async def _run_loaded(self, event: RunLoaded) -> None:
         self.session.facts = event.facts
+        self.session.remember_origin(event.log, event.facts)
         await self.main_screen.refresh_view()
 
     @on(DiagnosisReady)

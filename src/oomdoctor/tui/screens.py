@@ -31,7 +31,7 @@ from textual.widgets import (
 from oomdoctor.discover import display_path
 from oomdoctor.i18n import Lang, pick
 from oomdoctor.tui.bindings import localize_bindings
-from oomdoctor.tui.render import diff_lines
+from oomdoctor.tui.render import diff_lines, display_command
 from oomdoctor.tui.strings import t
 from oomdoctor.tui.widgets import (
     MAX_ANSWERS,
@@ -41,6 +41,7 @@ from oomdoctor.tui.widgets import (
     ProposalView,
     QuestionPanel,
     RunHeader,
+    ShellCommand,
     findings_renderable,
 )
 
@@ -73,10 +74,19 @@ class DoctorScreen(Screen[None]):
         return None
 
 
-class DoctorModal(ModalScreen[object]):
-    """A dialog; Escape closes it without a result."""
+# Keys that go back or close without Esc: a browser terminal (JupyterLab) takes focus from the terminal
+# on a second Esc, and the next key is lost.
+BACK_KEYS = "b,backspace"
 
-    BINDINGS = [Binding("escape", "close", "Close", id="close", tooltip="Close this window")]
+
+class DoctorModal(ModalScreen[object]):
+    """A dialog; Escape closes it without a result, and so do b and Backspace (keys a browser leaves to
+    the terminal) in dialogs without a text field."""
+
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="close", tooltip="Close this window", show=False),
+        Binding(BACK_KEYS, "close", "Close", id="close", tooltip="Close this window"),
+    ]
 
     @property
     def lang(self) -> Lang:
@@ -106,7 +116,8 @@ class PickerScreen(DoctorScreen):
     BINDINGS = [
         Binding("enter", "open", "Open", id="open", tooltip="Open the selected run"),
         Binding("d", "demo", "Demo", id="demo", tooltip="Open the bundled demo case"),
-        Binding("escape", "back", "Back", id="back", tooltip="Go back to the previous screen"),
+        Binding(BACK_KEYS, "back", "Back", id="back", tooltip="Go back to the previous screen"),
+        Binding("escape", "back", "Back", id="back", tooltip="Go back to the previous screen", show=False),
     ]
 
     @dataclass
@@ -216,7 +227,16 @@ class MainScreen(DoctorScreen):
         Binding("c", "copy_command", "Copy cmd", id="copy", tooltip="Copy the training command"),
         Binding("t", "trial", "Trial", id="trial", tooltip="Run a short trial of the new config"),
         Binding("m", "measure_lengths", "Measure", id="measure", tooltip="Measure the real lengths"),
-        Binding("escape", "cancel_measure", "Stop measuring", id="cancel_measure", tooltip="Stop measuring"),
+        Binding("s", "cancel_measure", "Stop measuring", id="cancel_measure", tooltip="Stop measuring"),
+        Binding(
+            "escape",
+            "cancel_measure",
+            "Stop measuring",
+            id="cancel_measure",
+            tooltip="Stop measuring",
+            show=False,
+        ),
+        Binding("v", "compare", "Compare", id="compare", tooltip="Compare every trial of this run"),
         Binding("r", "runs", "Runs", id="runs", tooltip="Pick another run in this folder"),
         Binding("f", "show_tab('facts')", "Facts", show=False, id="tab_facts", tooltip="Facts"),
         Binding("p", "show_tab('proposal')", "Proposal", show=False, id="tab_proposal", tooltip="Proposal"),
@@ -234,7 +254,7 @@ class MainScreen(DoctorScreen):
                 yield ProposalView(id="proposal-view")
             with TabPane("History", id="history"):
                 yield Static(id="history-empty")
-                yield HistoryTable(id="history-table", cursor_type="row")
+                yield HistoryTable(id="history-table")
         with Horizontal(id="measure-status"):
             yield Static(id="measure-label")
             yield ProgressBar(id="measure-bar", show_eta=False)
@@ -315,6 +335,8 @@ class MainScreen(DoctorScreen):
             return session.measuring
         if action == "next_proposal":
             return len(session.proposals) > 1
+        if action == "compare":
+            return any((d / "result.json").is_file() for d in session.trial_dirs())
         if action in ("copy_command", "trial"):
             return session.patch is not None and proposal is not None and session.patch_rule == proposal.rule
         return True
@@ -366,8 +388,8 @@ class MainScreen(DoctorScreen):
     def action_copy_command(self) -> None:
         patch = self.doctor.session.patch
         if patch is not None:
-            self.app.copy_to_clipboard(patch.command)
-            self.notify(t("proposal_copied", self.lang))
+            script = patch.command_file or Path(patch.folder) / "command.sh"
+            self.app.push_screen(CommandScreen(patch.command, script))
 
     def action_trial(self) -> None:
         session = self.doctor.session
@@ -379,10 +401,18 @@ class MainScreen(DoctorScreen):
     def action_runs(self) -> None:
         self.doctor.show_picker()
 
+    def action_compare(self) -> None:
+        from oomdoctor.tui.comparison import ComparisonScreen
+
+        self.app.push_screen(ComparisonScreen())
+
 
 # ------------------------------------------------------------------------------------------------ dialogs
 class ApplyScreen(DoctorModal):
-    """Ask for the new folder (a suggestion filled in); refuse one that exists."""
+    """Ask for the new folder (a suggestion filled in); refuse one that exists. b and Backspace type
+    into the field here: Esc or the Cancel button close it."""
+
+    BINDINGS = [Binding("escape", "close", "Close", id="close", tooltip="Close this window")]
 
     def __init__(self, suggested: Path) -> None:
         super().__init__()
@@ -520,6 +550,39 @@ class ExplainScreen(DoctorModal):
         yield Footer(compact=True)
 
     @on(Button.Pressed, "#explain-close")
+    def _close(self) -> None:
+        self.dismiss(None)
+
+
+class CommandScreen(DoctorModal):
+    """The training command in a box to select with the terminal's own selection, how to copy it there,
+    and the script that holds it. The clipboard request is sent too, but never reported as done: many
+    terminals (JupyterLab's, SSH) ignore it and nothing tells us."""
+
+    def __init__(self, command: str, script: Path) -> None:
+        super().__init__()
+        self.command = command
+        self.script = script
+
+    def compose(self) -> ComposeResult:
+        lang = self.lang
+        cwd = cast("OomDoctorApp", self.app).session.cwd
+        with Vertical(id="command-dialog", classes="dialog"):
+            yield Static(Text(t("command_title", lang), style="bold"))
+            yield Static(ShellCommand(display_command(self.command, cwd)), id="command-box")
+            yield Static(t("command_how_to_copy", lang))
+            yield Static(Text(t("command_script", lang, script=display_path(self.script, cwd)), style="bold"))
+            yield Static(Text(t("command_clipboard_note", lang), style="dim"), id="command-note")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(t("key_close", lang), id="command-close", variant="primary")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.app.copy_to_clipboard(self.command)
+        self.query_one("#command-close", Button).focus()
+
+    @on(Button.Pressed, "#command-close")
     def _close(self) -> None:
         self.dismiss(None)
 

@@ -15,7 +15,7 @@ from oomdoctor.tui.render import proposals_of
 
 if TYPE_CHECKING:
     from oomdoctor.diagnosis import Diagnosis, Proposal, Question
-    from oomdoctor.discover import ScanResult
+    from oomdoctor.discover import SavedChange, SavedSession, ScanResult
     from oomdoctor.facts.types import DataFacts
     from oomdoctor.patch import PatchResult
     from oomdoctor.rules.facts import Facts
@@ -62,6 +62,10 @@ class Session:
     scan: ScanResult | None = None
     loading: bool = False
     parent_trial: Path | None = None  # set by open_run when the run is a trial's
+    # The run that failed first (not a trial's): the comparison's baseline row, read from its log.
+    origin_config: Path | None = None
+    origin_log: Path | None = None
+    origin_log_facts: Any = None  # oomdoctor.facts.types.LogFacts
     # What the user told us beyond the files (api.gather keywords: lengths_file, longest_tokens, answers...).
     # It belongs to the run it came with: opening another run forgets it.
     known: dict[str, Any] = field(default_factory=dict)
@@ -69,6 +73,7 @@ class Session:
     measuring: bool = False
     measure_done: int = 0
     measure_total: int | None = None
+    restored: bool = False  # the history came from the trials folder of an earlier session
 
     def open_run(self, config: Path | None, log: Path | None, *, is_demo: bool = False) -> None:
         """Forget the previous run's diagnosis (history stays: it is the session's). A trial's config is
@@ -160,11 +165,63 @@ class Session:
         """The trial folder the run on screen came from: the next change is compared with it."""
         return str(self.parent_trial) if self.parent_trial is not None else None
 
+    def remember_origin(self, log: Path | None, facts: Facts) -> None:
+        """The first run opened that is not a trial's is the baseline the trials are compared with."""
+        if (
+            self.parent_trial is None
+            and facts.log is not None
+            and not self._descends_from_this_session(self.config)
+        ):
+            self.origin_config, self.origin_log, self.origin_log_facts = self.config, log, facts.log
+
+    def restore(self, saved: SavedSession) -> None:
+        """Come back to what an earlier session left in the trials folder: its changes and their trials
+        become this session's history (the run itself is opened by the app)."""
+        self.history = [entry_from_disk(change) for change in saved.changes]
+        if saved.lengths_file is not None:
+            self.known = {"lengths_file": saved.lengths_file}
+        self.restored = True
+
+    def trial_dirs(self) -> list[Path]:
+        """Every trial of this run, oldest first."""
+        return [folder for entry in self.history for folder in entry.trial_dirs]
+
     def entry_for(self, folder: Path) -> HistoryEntry | None:
         for entry in self.history:
             if entry.folder == folder:
                 return entry
         return None
+
+
+def entry_from_disk(change: SavedChange) -> HistoryEntry:
+    """A change folder an earlier session wrote, with the outcome and peak of its latest trial."""
+    import json
+
+    record = change.record
+    entry = HistoryEntry(
+        folder=change.folder,
+        config_path=change.config,
+        rule=str(record.get("rule") or change.folder.name),
+        title=dict(record.get("title") or {}),
+        changes=dict(record.get("changes") or {}),
+        command=str(record.get("command") or ""),
+        parent=change.parent,
+        run_dir=Path(record["run_dir"]) if record.get("run_dir") else None,
+        trial_dirs=list(change.trials),
+    )
+    for trial in reversed(change.trials):
+        try:
+            result = json.loads((trial / "result.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        outcome = str(result.get("outcome") or "failed")
+        entry.outcome = {"ok": "passed", "timed_out": "timeout"}.get(outcome, outcome)
+        if entry.outcome not in OUTCOMES:
+            entry.outcome = "failed"
+        peak = result.get("peak_memory_mib")
+        entry.peak_mib = float(peak) if isinstance(peak, int | float) else None
+        break
+    return entry
 
 
 def facts_with_lengths(facts: Facts, data: DataFacts) -> Facts:

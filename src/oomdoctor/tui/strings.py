@@ -26,8 +26,11 @@ TEXTS: dict[str, dict[str, str]] = {
     "key_next_tip": {"en": "Show the next alternative change", "zh": "查看下一个备选修改"},
     "key_explain": {"en": "Explain", "zh": "详解"},
     "key_explain_tip": {"en": "Why this change, in full", "zh": "查看这项修改的完整说明"},
-    "key_copy": {"en": "Copy cmd", "zh": "复制命令"},
-    "key_copy_tip": {"en": "Copy the training command to the clipboard", "zh": "把训练命令复制到剪贴板"},
+    "key_copy": {"en": "Command", "zh": "命令"},
+    "key_copy_tip": {
+        "en": "Show the training command, ready to select and copy",
+        "zh": "显示训练命令,便于选中复制",
+    },
     "key_trial": {"en": "Trial", "zh": "试跑"},
     "key_trial_tip": {"en": "Run a short trial of the new config", "zh": "用新配置做一次短时试跑"},
     "key_runs": {"en": "Runs", "zh": "运行"},
@@ -251,10 +254,9 @@ TEXTS: dict[str, dict[str, str]] = {
     "proposal_removed": {"en": "(removed)", "zh": "(删除)"},
     "proposal_applied": {"en": "Written to {folder}", "zh": "已写入 {folder}"},
     "proposal_command": {
-        "en": "Run it with (c copies, t runs a short trial):",
-        "zh": "运行命令(c 复制,t 短时试跑):",
+        "en": "Run it with (also saved as {script}; t runs a short trial):",
+        "zh": "运行命令(也已保存为 {script};t 短时试跑):",
     },
-    "proposal_copied": {"en": "Command copied to the clipboard", "zh": "命令已复制到剪贴板"},
     "proposal_measure_hint": {
         "en": "Press a (or m anywhere) to measure them now: oomdoctor tokenizes the dataset with the "
         "model's template, then diagnoses again with the real lengths. LLaMA-Factory and the model's "
@@ -316,21 +318,21 @@ TEXTS: dict[str, dict[str, str]] = {
         "zh": "结束:{outcome},峰值 {peak},用时 {wall} 秒",
     },
     "trial_still_failing": {
-        "en": "It still failed: press b to diagnose this trial and go back to proposals.",
-        "zh": "仍然失败:按 b 诊断这次试跑并回到修改建议。",
+        "en": "It still failed: press d to diagnose this trial and go back to proposals.",
+        "zh": "仍然失败:按 d 诊断这次试跑并回到修改建议。",
     },
     "trial_passed_hint": {
-        "en": "It passed: c copies the command for the full run; Esc goes back.",
-        "zh": "通过:按 c 复制完整训练的命令;Esc 返回。",
+        "en": "It passed: c shows the command for the full run; b goes back.",
+        "zh": "通过:按 c 查看完整训练的命令;b 返回。",
     },
     # Measuring real lengths
     "measure_loading": {
-        "en": "Measuring lengths: loading LLaMA-Factory and the tokenizer… (Esc stops)",
-        "zh": "统计长度:正在加载 LLaMA-Factory 和分词器……(Esc 停止)",
+        "en": "Measuring lengths: loading LLaMA-Factory and the tokenizer… (s stops)",
+        "zh": "统计长度:正在加载 LLaMA-Factory 和分词器……(s 停止)",
     },
     "measure_progress": {
-        "en": "Measuring lengths: {done}/{total} samples (Esc stops)",
-        "zh": "统计长度:已分词 {done}/{total} 条(Esc 停止)",
+        "en": "Measuring lengths: {done}/{total} samples (s stops)",
+        "zh": "统计长度:已分词 {done}/{total} 条(s 停止)",
     },
     "measure_done": {
         "en": "Measured {samples} samples: longest {longest} tokens, {truncated} cut at cutoff_len {cutoff}",
@@ -351,7 +353,7 @@ TEXTS: dict[str, dict[str, str]] = {
     "key_watch_back": {"en": "Back", "zh": "返回"},
     "key_watch_back_tip": {"en": "Stop watching; the training goes on", "zh": "停止监视;训练继续运行"},
     "watch_screen_title": {"en": "Watching {config} (read only: the training is never signalled)", "zh": "正在监视 {config}(只读:不会向训练发送任何信号)"},
-    "watch_legend": {"en": "green: used · red: limit · yellow: peak so far · magenta: validation (estimate) · cyan: longest batch (estimate)", "zh": "绿:已用 · 红:上限 · 黄:目前峰值 · 品红:验证(估算)· 青:最长批次(估算)"},
+    "watch_legend": {"en": "green: used · red: limit · yellow: peak so far · magenta: validation (estimate) · cyan: longest batch (estimate) · blue: next save (estimate)", "zh": "绿:已用 · 红:上限 · 黄:目前峰值 · 品红:验证(估算)· 青:最长批次(估算)· 蓝:下次保存(估算)"},
     "watch_starting": {"en": "Reading the config and looking for the training...", "zh": "正在读取配置并查找训练进程……"},
     "watch_waiting": {"en": "Waiting for the training: no process names this config or its output_dir yet.", "zh": "等待训练启动:还没有进程的命令行包含这个配置或它的 output_dir。"},
     "watch_status": {"en": "pid {pids} · step {step} / {total} · loss {loss} · next validation at step {eval} · next save at step {save}", "zh": "pid {pids} · 第 {step} / {total} 步 · loss {loss} · 下次验证第 {eval} 步 · 下次保存第 {save} 步"},
@@ -361,6 +363,46 @@ TEXTS: dict[str, dict[str, str]] = {
     # (end of watch)
 
     # --- messages added by the tui work (keep each group together) ---
+    "command_title": {"en": "The training command", "zh": "训练命令"},
+    "command_how_to_copy": {
+        "en": "To copy it: select the line with Shift+drag (Option+drag on a Mac), then Ctrl+C "
+        "(Ctrl+Shift+C or Cmd+C in some terminals).",
+        "zh": "复制方法:按住 Shift 拖动选中这一行(Mac 上按住 Option),再按 Ctrl+C"
+        "(部分终端为 Ctrl+Shift+C 或 Cmd+C)。",
+    },
+    "command_script": {
+        "en": "Or run the script that holds it:\n  bash {script}",
+        "zh": "或直接运行保存它的脚本:\n  bash {script}",
+    },
+    "command_clipboard_note": {
+        "en": "oomdoctor also asked the terminal to put it on the clipboard; JupyterLab's terminal and "
+        "many SSH terminals ignore that request, so check before pasting.",
+        "zh": "oomdoctor 也请求终端把它放进剪贴板;JupyterLab 终端和很多 SSH 终端会忽略这个请求,粘贴前请确认。",
+    },
+    "cmp_baseline_name": {"en": "original run ({log})", "zh": "原始运行({log})"},
+    "cmp_baseline_change": {"en": "(as it was)", "zh": "(原配置)"},
+    "cmp_baseline_delta": {"en": "baseline", "zh": "基线"},
+    "cmp_baseline_note": {
+        "en": "The original run's row comes from its log: memory in use when it ran out (not a sampled "
+        "peak), the steps it completed, how it ended.",
+        "zh": "原始运行一行取自它的日志:显存不足那一刻的占用(不是采样峰值)、完成的步数、结束方式。",
+    },
+    "cmp_delta_wall": {"en": "{wall} s", "zh": "{wall} 秒"},
+    "cmp_failed_not_saving": {"en": "(it failed: not a saving)", "zh": "(失败了,不算节省)"},
+    "history_origin": {"en": "Run that failed:", "zh": "失败的运行:"},
+    "history_restored": {
+        "en": "Reopened: the changes and trials below were made here earlier (trials/).",
+        "zh": "重新打开:下面的修改和试跑是之前在这里做的(trials/)。",
+    },
+    "history_col_from": {"en": "Made from", "zh": "基于"},
+    "history_folder": {"en": "Changes and their trials, in {folder}/:", "zh": "修改及其试跑,位于 {folder}/:"},
+    "history_from_original": {"en": "the run that failed", "zh": "失败的运行"},
+    "key_compare": {"en": "Compare", "zh": "对比"},
+    "key_compare_tip": {
+        "en": "Every trial of this run side by side, under the run that failed",
+        "zh": "把这次运行的所有试跑与失败的运行并排对比",
+    },
+    "compare_none": {"en": "No trial has finished yet.", "zh": "还没有完成的试跑。"},
     # (end of tui)
 
     # --- messages added by the facts work (keep each group together) ---

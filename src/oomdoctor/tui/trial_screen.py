@@ -3,12 +3,8 @@ tail; at the end the result and the comparison with the trial it came from."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.measure import Measurement
-from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -17,121 +13,15 @@ from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.widgets import Footer, RichLog, Static
 
 from oomdoctor.discover import display_path
-from oomdoctor.i18n import Lang, msg, pick
-from oomdoctor.tui.render import busiest_reading, fmt_mib, trial_outcome_line, yaml_scalar
-from oomdoctor.tui.screens import DoctorScreen
+from oomdoctor.patch.writer import COMMAND_NAME
+from oomdoctor.tui.comparison import ComparisonView, baseline_row
+from oomdoctor.tui.render import busiest_reading, fmt_mib, trial_outcome_line
+from oomdoctor.tui.screens import BACK_KEYS, CommandScreen, DoctorScreen
 from oomdoctor.tui.strings import t
 from oomdoctor.tui.widgets import LevelChart
 
 if TYPE_CHECKING:
     from oomdoctor.tui.session import TrialFeed
-
-
-# A trial folder's name (NN-rule-trial) says which change it was: the table keeps it on one line (up to
-# this long) and wraps the other columns. Below the table's width each trial becomes a block instead.
-TRIAL_NAME_MAX_COLUMNS = 40
-COMPARISON_TABLE_MIN_COLUMNS = 110
-_NUMERIC_HEADERS = ("cmp_h_peak_mib", "cmp_h_peak_gib", "cmp_h_wall", "cmp_h_eval_loss")
-_HEADERS = ("cmp_h_trial", "cmp_h_peak_mib", "cmp_h_peak_gib", "cmp_h_wall", "cmp_h_outcome", "cmp_h_steps",
-            "cmp_h_eval_loss", "cmp_h_delta")  # fmt: skip
-
-
-class ComparisonView:
-    """The core's comparison (``oomdoctor compare``: the course's columns, the difference to the first
-    trial, what changed, why two trials may not compare), laid out for the width it gets: the table when
-    it fits, one block per trial on a narrow terminal, never cut. Words and numbers are the core's."""
-
-    def __init__(self, comparison: Any, lang: Lang) -> None:
-        from oomdoctor.trial.compare import outcome_text
-
-        self.lang = lang
-        self.comparison = comparison
-        differences = [item.get("difference") for item in comparison.to_json()["trials"]]
-        self.cells: list[dict[str, str]] = []
-        for i, row in enumerate(comparison.rows):
-            delta = (
-                msg("cmp_first", lang) if i == 0 else pick(differences[i], lang) if differences[i] else "-"
-            )
-            self.cells.append(
-                {
-                    "cmp_h_trial": row.name,
-                    "cmp_h_peak_mib": "-" if row.peak_mib is None else f"{row.peak_mib:,.0f}",
-                    "cmp_h_peak_gib": "-" if row.peak_gib is None else f"{row.peak_gib:.2f}",
-                    "cmp_h_wall": "-" if row.wall_s is None else f"{row.wall_s:.2f}",
-                    "cmp_h_outcome": outcome_text(row, lang),
-                    "cmp_h_steps": f"{row.steps_done if row.steps_done is not None else '-'}/"
-                    f"{row.total_steps or '-'}",
-                    "cmp_h_eval_loss": "-" if row.eval_loss is None else f"{row.eval_loss:.4g}",
-                    "cmp_h_delta": delta,
-                }
-            )
-
-    def table(self) -> Table:
-        table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold", expand=False)
-        for key in _HEADERS:
-            table.add_column(
-                msg(key, self.lang),
-                overflow="fold",
-                justify="right" if key in _NUMERIC_HEADERS else "left",
-                # a minimum width makes rich crop cells past it; no_wrap lets it wrap the others instead
-                no_wrap=key == "cmp_h_trial",
-            )
-        for cells in self.cells:
-            table.add_row(*(cells[key] for key in _HEADERS))
-        return table
-
-    def blocks(self) -> RenderableType:
-        """Each trial as a name line, then its values as ``label: value`` pairs that wrap, indented."""
-        sep = ":" if self.lang == "zh" else ": "
-        parts: list[RenderableType] = []
-        for cells in self.cells:
-            name = Text(cells["cmp_h_trial"], style="bold")
-            name.append(f"  {cells['cmp_h_delta']}", style="")
-            pairs = [
-                f"{msg(key, self.lang)}{sep}{cells[key]}" for key in _HEADERS[1:-1] if key != "cmp_h_outcome"
-            ]
-            values = Text(
-                "  ·  ".join(pairs) + "\n" + f"{msg('cmp_h_outcome', self.lang)}{sep}{cells['cmp_h_outcome']}"
-            )
-            parts += [name, Padding(values, (0, 0, 0, 2))]
-        return Group(*parts)
-
-    def tail(self) -> list[RenderableType]:
-        comparison, lang = self.comparison, self.lang
-        sources = {r.peak_source for r in comparison.rows if r.peak_source}
-        note = msg("cmp_peak_note_host" if sources == {"host_rss"} else "cmp_peak_note", lang)
-        parts: list[RenderableType] = [Text(note, style="dim")]
-        first = comparison.rows[0].name if comparison.rows else ""
-        changed = [r for r in comparison.rows[1:] if r.change or r.config_changes]
-        if changed:
-            parts.append(Text(msg("cmp_what_changed", lang), style="bold"))
-            for row in changed:
-                fields = [
-                    f"{c.field} {yaml_scalar(c.old)} → {yaml_scalar(c.new)}" for c in row.config_changes
-                ]
-                line = f"  {row.name} vs {first}: " + (", ".join(fields) or msg("cmp_no_config_change", lang))
-                title = (row.change or {}).get("title")
-                if title:
-                    line += f" ({pick(title, lang)})"
-                parts.append(Text(line))
-        if comparison.warnings:
-            parts.append(Text(msg("cmp_warnings", lang), style="bold yellow"))
-            parts += [Text(f"  ! {pick(w, lang)}") for w in comparison.warnings]
-        return parts
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield Text(msg("cmp_trials_title", self.lang), style="bold")
-        yield self.layout(console, options)
-        yield from self.tail()
-
-    def layout(self, console: Console, options: ConsoleOptions) -> RenderableType:
-        """The table on a wide screen when the names are not too long, else one block per trial."""
-        longest_name = max((len(c["cmp_h_trial"]) for c in self.cells), default=0)
-        if options.max_width >= COMPARISON_TABLE_MIN_COLUMNS and longest_name <= TRIAL_NAME_MAX_COLUMNS:
-            table = self.table()
-            if Measurement.get(console, options, table).minimum <= options.max_width:
-                return table
-        return self.blocks()
 
 
 class LogTail(RichLog):
@@ -147,9 +37,10 @@ class LogTail(RichLog):
 class TrialScreen(DoctorScreen):
     BINDINGS = [
         Binding("s", "stop", "Stop", id="stop", tooltip="Stop the trial"),
-        Binding("b", "rediagnose", "Proposals", id="rediagnose", tooltip="Diagnose the failed trial"),
-        Binding("c", "copy_command", "Copy cmd", id="copy", tooltip="Copy the training command"),
-        Binding("escape", "back", "Back", id="back", tooltip="Back to the proposal"),
+        Binding("d", "rediagnose", "Proposals", id="rediagnose", tooltip="Diagnose the failed trial"),
+        Binding("c", "copy_command", "Command", id="copy", tooltip="Show the training command"),
+        Binding(BACK_KEYS, "back", "Back", id="back", tooltip="Back to the proposal"),
+        Binding("escape", "back", "Back", id="back", tooltip="Back to the proposal", show=False),
     ]
 
     def __init__(self, feed: TrialFeed) -> None:
@@ -259,7 +150,10 @@ class TrialScreen(DoctorScreen):
                 self.call_after_refresh(compare.focus)
             live.display = False
             if feed.comparison is not None and feed.comparison.rows:
-                self.query_one("#trial-compare-table", Static).update(ComparisonView(feed.comparison, lang))
+                session = self.doctor.session
+                baseline = baseline_row(session.origin_log_facts, session.origin_log, lang)
+                view = ComparisonView(feed.comparison, lang, baseline=baseline)
+                self.query_one("#trial-compare-table", Static).update(view)
                 compare.display = True
             else:
                 compare.display = False
@@ -294,5 +188,5 @@ class TrialScreen(DoctorScreen):
             self.app.pop_screen()
 
     def action_copy_command(self) -> None:
-        self.app.copy_to_clipboard(self.feed.entry.command)
-        self.notify(t("proposal_copied", self.lang))
+        entry = self.feed.entry
+        self.app.push_screen(CommandScreen(entry.command, entry.folder / COMMAND_NAME))

@@ -25,7 +25,7 @@ from oomdoctor.tui.screens import DoctorScreen
 from oomdoctor.tui.strings import t
 
 HISTORY_POINTS = 600  # ten minutes at the default rate
-PHASE_COLORS = {"eval": "magenta", "longest_batch": "cyan"}
+PHASE_COLORS = {"eval": "magenta", "longest_batch": "cyan", "save": "blue"}
 
 
 class MemoryPlot(PlotextPlot):

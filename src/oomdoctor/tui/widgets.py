@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from textual import on
@@ -15,7 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Button, DataTable, Static
+from textual.widgets import Button, Static
 
 from oomdoctor.discover import display_path
 from oomdoctor.i18n import Lang, pick
@@ -25,7 +28,6 @@ from oomdoctor.tui.render import (
     display_command,
     effect_line,
     facts_rows,
-    fmt_mib,
     oom_summary,
 )
 from oomdoctor.tui.strings import t
@@ -250,10 +252,10 @@ class ProposalView(VerticalScroll):
                         t("proposal_applied", lang, folder=display_path(session.patch.folder, session.cwd)),
                         style="bold green",
                     ),
-                    Text(t("proposal_command", lang)),
+                    Text(t("proposal_command", lang, script=command_script_path(session.patch, session.cwd))),
                 )
             )
-            command.update(display_command(session.patch.command, session.cwd))
+            command.update(ShellCommand(display_command(session.patch.command, session.cwd)))
             command.display = True
             applied.display = True
         else:
@@ -263,25 +265,125 @@ class ProposalView(VerticalScroll):
             command.display = False
 
 
-class HistoryTable(DataTable[str]):
-    """The changes written this session, one trial folder a row."""
+def command_script_path(patch: object, cwd: object) -> str:
+    """Where the command was saved (``trials/01-x/command.sh``), as the user would type it."""
+    script = getattr(patch, "command_file", None) or getattr(patch, "folder", None)
+    return display_path(script, cwd) if script is not None else ""  # type: ignore[arg-type]
+
+
+class ShellCommand:
+    """A shell command laid out to be selected with the terminal's own mouse selection: broken between
+    words with `` \\`` continuations so the lines copied together still run as one command, never cut
+    inside a word unless one word is wider than the screen."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def lines(self, width: int) -> list[str]:
+        import shlex
+
+        try:
+            words = [shlex.quote(w) if w not in ("&&", "|", ";") else w for w in shlex.split(self.command)]
+        except ValueError:
+            return [self.command]
+        lines: list[str] = []
+        current = ""
+        for word in words:
+            candidate = f"{current} {word}" if current else word
+            if current and len(candidate) + 2 > width:
+                lines.append(current + " \\")
+                current = "  " + word
+            else:
+                current = candidate
+        lines.append(current)
+        return lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text("\n".join(self.lines(options.max_width)), style="bold")
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(1, options.max_width)
+
+
+class HistoryTable(VerticalScroll):
+    """The run that failed, then the changes made from it, one trial folder a row: where each came from
+    (the chain of ``change.json`` parents), how its latest trial ended, its peak, what it changed. A table
+    whose cells wrap, so nothing is cut at 80 or 120 columns."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="history-body")
 
     def show(self, history: list[HistoryEntry], session: Session, lang: Lang) -> None:
-        self.clear(columns=True)
-        self.add_columns(  # the long change summary last, so outcome and peak fit at 80 columns
-            t("history_col_folder", lang),
-            t("history_col_outcome", lang),
-            t("history_col_peak", lang),
-            t("history_col_change", lang),
-        )
-        for entry in history:
-            self.add_row(
-                display_path(entry.folder, session.cwd),
+        cwd = session.cwd
+        parts: list[RenderableType] = []
+        if session.origin_log is not None or session.origin_config is not None:
+            origin = Text(t("history_origin", lang), style="bold")
+            origin.append(" " + " + ".join(display_path(p, cwd) for p in (session.origin_config, session.origin_log)
+                                           if p is not None), style="")  # fmt: skip
+            parts.append(origin)
+        if session.restored:
+            parts.append(Text(t("history_restored", lang), style="dim"))
+        if history:
+            parts.append(Text(t("history_folder", lang, folder=display_path(history[0].folder.parent, cwd)),
+                              style="dim"))  # fmt: skip
+        folders = {str(entry.folder) for entry in history}
+        rows = [
+            (
+                entry.folder.name,  # under trials/, which the line above names
+                parent_label(entry.parent, folders, lang),
                 t(f"outcome_{entry.outcome}", lang),
-                fmt_mib(entry.peak_mib, lang) if entry.peak_mib is not None else "",
-                change_summary(entry.changes) or entry.rule,
-                key=str(entry.folder),
+                f"{entry.peak_mib / 1024:.2f} GiB" if entry.peak_mib is not None else "",
+                change_summary(entry.changes) or pick(entry.title, lang) or entry.rule,
             )
+            for entry in history
+        ]
+        parts.append(HistoryLayout(rows, lang))
+        self.query_one("#history-body", Static).update(Group(*parts))
+
+
+class HistoryLayout:
+    """The history's rows as a table when the screen is wide enough for the folder names whole, else one
+    block per change (name and where it came from, then outcome, peak and change wrapped)."""
+
+    TABLE_MIN_COLUMNS = 110
+
+    def __init__(self, rows: list[tuple[str, str, str, str, str]], lang: Lang) -> None:
+        self.rows = rows
+        self.lang = lang
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lang = self.lang
+        if options.max_width >= self.TABLE_MIN_COLUMNS:
+            table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold", expand=True)
+            for key in ("history_col_folder", "history_col_from"):
+                table.add_column(t(key, lang), no_wrap=True)
+            table.add_column(t("history_col_outcome", lang), ratio=1)
+            table.add_column(t("history_col_peak", lang), justify="right", no_wrap=True)
+            table.add_column(t("history_col_change", lang), ratio=2, overflow="fold")
+            for row in self.rows:
+                table.add_row(*row)
+            yield table
+            return
+        sep = ":" if lang == "zh" else ": "
+        for name, parent, outcome, peak, change in self.rows:
+            head = Text(name, style="bold")
+            head.append(f"  {t('history_col_from', lang)}{sep}{parent}", style="dim")
+            yield head
+            body = "  ·  ".join(v for v in (outcome, peak) if v) + "\n" + change
+            yield Padding(Text(body), (0, 0, 0, 2))
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(1, options.max_width)
+
+
+def parent_label(parent: str | None, folders: set[str], lang: Lang) -> str:
+    """Where a change was made from: the original run's config, or the trial it followed."""
+    if not parent:
+        return t("history_from_original", lang)
+    path = Path(parent)
+    if path.is_dir() or str(path) in folders:
+        return path.name
+    return t("history_from_original", lang)
 
 
 BLOCKS = " ▁▂▃▄▅▆▇█"

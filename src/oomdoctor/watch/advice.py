@@ -58,6 +58,8 @@ def make_plan(facts: Facts, *, on_gpu: bool) -> Plan | None:
         padded_len_source=est.padded_len_source,
         state_mib=est.terms["trainable_state"],
         accumulation=config.gradient_accumulation_steps,
+        save_gpu_parts={k: v for k, v in est.save_gpu_mib.items() if v > 0} if on_gpu else {},
+        save_host_parts={k: v for k, v in est.save_host_mib.items() if v > 0} if on_gpu else {},
     )
 
 
@@ -85,12 +87,14 @@ def change_text(proposal: Any, spec: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _choose(diagnosis: Any, prefer_cause: str | None) -> Any:
-    """The proposal, or the first matching alternative that targets the cause the warning is about."""
-    if prefer_cause:
-        for candidate in [diagnosis.proposal, *diagnosis.alternatives]:
-            if candidate is not None and candidate.cause == prefer_cause:
-                return candidate
+def _choose(diagnosis: Any, prefer_cause: str | None, prefer_rule: str | None = None) -> Any:
+    """The proposal, or the first matching alternative that is the node for what the warning is about (by
+    rule id, then by cause)."""
+    candidates = [c for c in [diagnosis.proposal, *diagnosis.alternatives] if c is not None]
+    for wanted, attr in ((prefer_rule, "rule"), (prefer_cause, "cause")):
+        found = next((c for c in candidates if wanted and getattr(c, attr) == wanted), None)
+        if found is not None:
+            return found
     return diagnosis.proposal
 
 
@@ -102,12 +106,13 @@ def make_advise(facts: Facts) -> Any:
     def advise(kind: str, fields: dict[str, Any]) -> Advice:
         readings = dataclasses.replace(facts.readings, log=_hypothetical_log(kind, fields), estimate=facts.estimate)
         hypothetical = assemble(readings, facts.answers)
-        prefer = load_spec()["kinds"][kind].get("prefer_cause")
+        spec = load_spec()["kinds"][kind]
+        prefer_rule = (spec.get("prefer_rule") or {}).get(fields.get("part"))
         try:
             diagnosis = diagnose(hypothetical)
         except Exception:  # advice is a nicety: a warning stands without it
             diagnosis = None
-        proposal = _choose(diagnosis, prefer) if diagnosis is not None else None
+        proposal = _choose(diagnosis, spec.get("prefer_cause"), prefer_rule) if diagnosis is not None else None
         if proposal is None:
             return Advice(None, {}, {}, {"en": "-", "zh": "-"})
         return Advice(proposal.rule, dict(proposal.changes), dict(proposal.env), change_text(proposal, load_spec()))

@@ -65,6 +65,10 @@ class Plan:
     padded_len_source: str = "cutoff_len"  # "longest_sample" when real lengths are known
     state_mib: float = 0.0  # gradients and optimizer state: allocated by the first backward and update
     accumulation: int = 1
+    # what a checkpoint save adds, by part (the estimate's save_gpu_mib / save_host_mib; empty without a GPU:
+    # the tensors are in host memory already and nothing is copied)
+    save_gpu_parts: dict[str, float] = field(default_factory=dict)
+    save_host_parts: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -181,11 +185,13 @@ class WarningEngine:
         return active
 
     def _warning(self, kind: str, fields: dict[str, Any], obs: Observation) -> LiveWarning:
-        if kind not in self._advice:
-            self._advice[kind] = self.advise(kind, fields)
-        advice = self._advice[kind]
+        key = f"{kind}/{fields['pool'].kind}"  # a save can foresee a GPU and a host failure: each its advice
+        if key not in self._advice:
+            self._advice[key] = self.advise(kind, fields)
+        advice = self._advice[key]
         spec = self.spec["kinds"][kind]
         words = _words(fields, advice, self.spec)
+        act = spec["act_manual"] if "act_manual" in spec and not (advice.changes or advice.env) else spec["act"]
         return LiveWarning(
             kind=kind,
             expected_step=fields.get("expected_step"),
@@ -195,7 +201,7 @@ class WarningEngine:
             changes=advice.changes,
             env=advice.env,
             text={lang: spec["text"][lang].format(**words[lang]) for lang in ("en", "zh")},
-            act={lang: spec["act"][lang].format(**words[lang]) for lang in ("en", "zh")},
+            act={lang: act[lang].format(**words[lang]) for lang in ("en", "zh")},
             pool=fields["pool"].name,
             time_s=obs.time_s,
             step_seen=obs.step,
@@ -216,6 +222,7 @@ def _words(fields: dict[str, Any], advice: Advice, spec: dict[str, Any]) -> dict
             "rate": gib(fields.get("rate_mib_s")),
             "pool": spec["pools"][pool.source][lang].format(index=pool.index),
             "length_source": spec["length_sources"][fields.get("length_source", "cutoff_len")][lang],
+            "part": spec["save_parts"].get(fields.get("part"), {}).get(lang, "-"),
             "change": advice.change_text.get(lang, "-"),
             "rule": advice.rule or "-",
             **{k: fields.get(k, "?") for k in ("eval_batch", "eval_len", "micro_batch", "padded_len",
@@ -275,6 +282,27 @@ def check_first_update(engine: WarningEngine, obs: Observation) -> list[dict[str
     if needed <= fields["left_mib"] * float(engine.spec["kinds"]["first_update_needs_more"]["needed_over_left"]):
         return []
     return [{**fields, "needed_mib": needed, "expected_step": 1, "accumulation": plan.accumulation}]
+
+
+def check_save(engine: WarningEngine, obs: Observation) -> list[dict[str, Any]]:
+    """The next checkpoint save: its GPU part against the run's GPU, its host part against host memory."""
+    plan = engine.plan
+    step = schedule.next_save(plan.config, obs.step, _total(engine, obs))
+    if step is None:
+        return []
+    ratio = float(engine.spec["kinds"]["save_needs_more"]["needed_over_left"])
+    gpu = engine.target(obs)
+    host = min((p for p in obs.pools if p.kind == "host"), key=engine.left_mib, default=None)
+    found = []
+    for pool, parts in ((gpu, plan.save_gpu_parts), (host, plan.save_host_parts)):
+        if pool is None or not parts or (pool is gpu and pool.kind != "gpu"):
+            continue
+        fields = _base(engine, pool)
+        needed = sum(parts.values()) - engine.reusable_mib(pool)
+        if needed > fields["left_mib"] * ratio:
+            found.append({**fields, "needed_mib": needed, "expected_step": step, "part": max(parts, key=parts.__getitem__),
+                          "ran_out_of": pool.kind, "oom_kind": "cuda_oom" if pool.kind == "gpu" else "killed"})  # fmt: skip
+    return found
 
 
 def check_near_limit(engine: WarningEngine, obs: Observation) -> list[dict[str, Any]]:
@@ -351,6 +379,7 @@ CHECKS: dict[str, Callable[[WarningEngine, Observation], list[dict[str, Any]]]] 
     "eval_needs_more": check_eval,
     "longest_batch_needs_more": check_longest_batch,
     "first_update_needs_more": check_first_update,
+    "save_needs_more": check_save,
     "near_limit": check_near_limit,
     "alloc_retries": check_retries,
     "host_ram_trend": check_host_trend,

@@ -36,7 +36,8 @@ def _pool_lines(pool: dict[str, Any], lang: Lang) -> list[str]:
     ]  # fmt: skip
     phase = pool.get("phase_lines_mib") or {}
     if phase:
-        lines.append("  " + msg("wr_phase_lines", lang, eval=_num(phase.get("eval")), batch=_num(phase.get("longest_batch"))))
+        lines.append("  " + msg("wr_phase_lines", lang, eval=_num(phase.get("eval")), batch=_num(phase.get("longest_batch")),
+                                  save=_num(phase.get("save"))))  # fmt: skip
     return lines
 
 

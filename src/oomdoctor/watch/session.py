@@ -191,13 +191,13 @@ class Watcher:
             "in_eval": obs.in_eval,
             "next_eval_step": schedule.next_eval(self.config, obs.step, total),
             "next_save_step": schedule.next_save(self.config, obs.step, total),
-            "pools": [self._pool_json(pool, pool is target) for pool in obs.pools],
+            "pools": [self._pool_json(pool, pool is target, obs) for pool in obs.pools],
             "warnings": [w.to_json() for w in warnings],
             "history": [w.to_json() for w in self.engine.history],
             "diagnosis": self.diagnosis,
         }
 
-    def _pool_json(self, pool: Pool, target: bool) -> dict[str, Any]:
+    def _pool_json(self, pool: Pool, target: bool, obs: Observation) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": pool.name,
             "kind": pool.kind,
@@ -209,16 +209,26 @@ class Watcher:
             "peak_mib": round(self.peaks.get(pool.name, pool.used_mib), 1),
             "others": [{"pid": pid, "name": name, "used_mib": mib} for pid, name, mib in pool.others],
         }
+        save_coming = schedule.next_save(self.config, obs.step, obs.total_steps or self.config.max_steps) is not None
         if target:
-            out["phase_lines_mib"] = self._phase_lines(pool)
+            out["phase_lines_mib"] = self._phase_lines(pool, save_coming)
+        elif pool.kind == "host" and save_coming and self.plan.save_host_parts:
+            out["phase_lines_mib"] = {"save": round(self._held(pool) + sum(self.plan.save_host_parts.values()), 1)}
         return out
 
-    def _phase_lines(self, pool: Pool) -> dict[str, float]:
+    def _held(self, pool: Pool) -> float:
+        """What the run holds for good in this memory: used now, less the room a coming phase can reuse."""
+        return pool.limit_mib - self.engine.left_mib(pool) - self.engine.reusable_mib(pool)
+
+    def _phase_lines(self, pool: Pool, save_coming: bool) -> dict[str, float]:
         """Where each coming phase would put this memory: what is held now plus the estimate's extra."""
-        base = pool.limit_mib - self.engine.left_mib(pool) - self.engine.reusable_mib(pool)
+        base = self._held(pool)
         lines = {}
         if self.plan.eval_extra_mib is not None:
             lines["eval"] = round(base + self.plan.eval_extra_mib, 1)
         if self.plan.train_extra_mib is not None:
             lines["longest_batch"] = round(base + self.plan.train_extra_mib, 1)
+        if save_coming:
+            parts = self.plan.save_gpu_parts if pool.kind == "gpu" else self.plan.save_host_parts
+            lines["save"] = round(base + sum(parts.values()), 1)
         return lines
