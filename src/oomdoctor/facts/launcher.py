@@ -19,7 +19,9 @@ import re
 
 # Cheap test before the patterns below: the line names a launcher count at all.
 HINT = re.compile(r"nproc|NPROC|num[_-]gpus|num[_-]processes|Num processes|WORLD_SIZE|[Ww]orld[ _][Ss]ize")
-_SEP = r"""['"]?\s*(?:=|:|\s|,)\s*['"]?"""  # "--x 8", "--x=8", "'--x', '8'", "'X': '8'"
+# "--x 8", "--x=8", "'--x', '8'", "'X': '8'"; never two unbounded runs of spaces side by side (a hostile line
+# of spaces must not make the match quadratic)
+_SEP = r"""['"]?(?:\s*[=:,]\s*|\s+)['"]?"""
 # (per-node count, node count that multiplies it), most specific first
 _PER_NODE: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = (
     (re.compile(rf"--nproc[_-]per[_-]node{_SEP}(\d+)\b"), re.compile(rf"--nnodes{_SEP}(\d+)\b")),

@@ -99,7 +99,9 @@ class FitResult:
         data["ok"] = self.ok
         data["probes"] = len(self.tried)
         if self.winner is not None:
-            data["effective_batch_after"] = self.winner.micro_batch * self.winner.accumulation * self.world_size
+            data["effective_batch_after"] = (
+                self.winner.micro_batch * self.winner.accumulation * self.world_size
+            )
             data["effective_batch_kept"] = data["effective_batch_after"] == self.effective_batch
         return data
 
@@ -111,7 +113,9 @@ class Predictor:
     """The peak the estimate predicts for a micro-batch / accumulation / eval batch (MiB): with a calibration
     what the card (or the RSS) shows at the worst batch, else the expected nvidia-smi band's high end."""
 
-    def __init__(self, config: ConfigFacts, model: ModelFacts, data: DataFacts | None, calibration: Any) -> None:
+    def __init__(
+        self, config: ConfigFacts, model: ModelFacts, data: DataFacts | None, calibration: Any
+    ) -> None:
         self.config = config
         self.model = model
         self.data = data
@@ -152,7 +156,9 @@ def choose(predict: Predictor, limit_mib: float, *, below: Candidate | None = No
     per_device = config.per_device_train_batch_size * config.gradient_accumulation_steps
     ceiling = int(config.per_device_eval_batch_size)
     for micro in exact_micro_batches(config):
-        if below is not None and (micro > below.micro_batch or (micro == below.micro_batch and failed_phase != "eval")):
+        if below is not None and (
+            micro > below.micro_batch or (micro == below.micro_batch and failed_phase != "eval")
+        ):
             continue
         accumulation = per_device // micro
         if predict(micro, accumulation, 1 if config.do_eval else ceiling).train_mib > limit_mib:
@@ -179,7 +185,9 @@ def nearest_inexact(predict: Predictor, limit_mib: float, exact: Candidate) -> d
     return None
 
 
-def raised_by_failure(calibration: Any, predict: Predictor, failed: Candidate, phase: str, budget_mib: float) -> Any:
+def raised_by_failure(
+    calibration: Any, predict: Predictor, failed: Candidate, phase: str, budget_mib: float
+) -> Any:
     """The calibration corrected by a failure: the failed phase needed more than ``budget_mib``, so the
     activation factor is at least what makes its prediction exceed it (by ``FAILURE_SLACK``)."""
     from oomdoctor.estimate import with_changes
@@ -188,7 +196,9 @@ def raised_by_failure(calibration: Any, predict: Predictor, failed: Candidate, p
     trial = with_changes(predict.config, {"per_device_train_batch_size": failed.micro_batch,
                                           "gradient_accumulation_steps": failed.accumulation,
                                           "per_device_eval_batch_size": failed.eval_batch})  # fmt: skip
-    static, per_token = split_phases(trial, predict.model, predict.data)["eval" if phase == "eval" else "train"]
+    static, per_token = split_phases(trial, predict.model, predict.data)[
+        "eval" if phase == "eval" else "train"
+    ]
     base = calibration
     constants = dict(base.constants) if base is not None else default_constants()
     if per_token <= 0:
@@ -212,11 +222,20 @@ def _proposal(config: ConfigFacts, candidate: Candidate, result: FitResult) -> A
     effective = candidate.micro_batch * candidate.accumulation * max(1, config.world_size)
     return Proposal(
         rule=RULE_ID,
-        title=both("fit_title", batch=candidate.micro_batch, accumulation=candidate.accumulation,
-                   eval_batch=candidate.eval_batch),  # fmt: skip
+        title=both(
+            "fit_title",
+            batch=candidate.micro_batch,
+            accumulation=candidate.accumulation,
+            eval_batch=candidate.eval_batch,
+        ),  # fmt: skip
         changes=candidate.changes(config),
-        why=both("fit_why", budget=result.budget_mib, margin=round(result.margin * 100),
-                 predicted=candidate.predicted_mib, effective=effective),  # fmt: skip
+        why=both(
+            "fit_why",
+            budget=result.budget_mib,
+            margin=round(result.margin * 100),
+            predicted=candidate.predicted_mib,
+            effective=effective,
+        ),  # fmt: skip
         cost=both("fit_cost"),
         judge=both("fit_judge", effective=effective),
         cause="activations",
@@ -280,7 +299,9 @@ def run_fit(
     config = read_config(config_file)
     model = read_model(config)
     if not model.hidden_size:
-        raise BadInput(msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json"))
+        raise BadInput(
+            msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json")
+        )
     gpu = read_gpu(source if source is not None else NvmlSource())
     if budget_mib is None:
         if gpu.first is None:
@@ -309,7 +330,9 @@ def run_fit(
                          launcher=launcher or DEFAULT_LAUNCHER, on_line=on_line, source=source,
                          **(trial_kwargs or {}))  # fmt: skip
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-fit-", dir=out.parent if out.parent.is_dir() else None))
+    staging = Path(
+        tempfile.mkdtemp(prefix=f".{out.name}-fit-", dir=out.parent if out.parent.is_dir() else None)
+    )
     candidate: Candidate | None = first
     seen: set[tuple[int, int, int]] = set()
     try:
@@ -337,7 +360,9 @@ def run_fit(
                     save(calibration)  # later estimates of this setting start from what the failure proved
                 result.notes.append(both("fit_recalibrated", scale=calibration.constants["activation_scale"]))
             predict = Predictor(config, model, data, calibration)
-            candidate = choose(predict, limit, below=candidate, failed_phase=phase) or _step_down(predict, candidate, phase)
+            candidate = choose(predict, limit, below=candidate, failed_phase=phase) or _step_down(
+                predict, candidate, phase
+            )
     finally:
         _finish(out, staging, config_file, config, result)
     return result
@@ -385,4 +410,3 @@ def _measured_lengths(config: ConfigFacts) -> DataFacts | None:
         return token_lengths(config)
     except BadInput:
         return None
-

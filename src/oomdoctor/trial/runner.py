@@ -80,7 +80,8 @@ class TrialResult:
 
     @property
     def exit_code(self) -> int | None:
-        return self.record["exit_code"]
+        code: int | None = self.record["exit_code"]
+        return code
 
     @property
     def outcome(self) -> str:
@@ -88,7 +89,8 @@ class TrialResult:
 
     @property
     def peak_memory_mib(self) -> float | None:
-        return self.record["peak_memory_mib"]
+        peak: float | None = self.record["peak_memory_mib"]
+        return peak
 
     @property
     def result_path(self) -> Path:
@@ -239,7 +241,7 @@ def dataset_fingerprint(config: ConfigFacts, cwd: Path) -> str:
         for path in files:
             digest.update(str(path.relative_to(base)).encode())
             with path.open("rb") as f:
-                for block in iter(lambda f=f: f.read(1 << 20), b""):
+                while block := f.read(1 << 20):
                     digest.update(block)
     return "sha256:" + digest.hexdigest()
 
@@ -382,7 +384,7 @@ class _ProgressWatcher:
             if _small_number(value):
                 attr = f"{key}_gib"
                 current = getattr(self, attr)
-                value = float(value) + 0.0  # -0.0 (seen on CPU) reads as 0.0
+                value = float(value or 0.0) + 0.0  # -0.0 (seen on CPU) reads as 0.0
                 setattr(self, attr, value if current is None else max(current, value))
 
 
