@@ -107,3 +107,15 @@ def test_a_big_log_gives_the_report_its_whole_text_gives(monkeypatch) -> None:
             whole.first, whole.oomed, set(whole.torn_down), whole.root_cause_rank,
         )  # fmt: skip
         assert fast.first == "rank3" and fast.root_cause_rank == 3
+
+
+def test_a_log_file_with_a_wrapped_message_is_read_reassembled(tmp_path: Path) -> None:
+    # the message of the two-rank CPU test, hard-wrapped at 80 columns as a terminal copy leaves it
+    message = OOM.format(gpu=0)
+    path = tmp_path / "wrapped.log"
+    path.write_text(
+        "\n".join(message[i : i + 80] for i in range(0, len(message), 80)) + "\n", encoding="utf-8"
+    )
+    log = read_run_log(path)
+    assert log.capacity_mib == 39.38 * 1024 and log.allocated_mib == 35.10 * 1024
+    assert log.reserved_unallocated_mib == 2.40 * 1024 and log.path == str(path)

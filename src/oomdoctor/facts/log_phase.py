@@ -100,8 +100,13 @@ def _logits_call(code: str) -> str | None:
     """The function over the full-vocabulary logits a bare source line calls (``logits.log_softmax(-1)``)."""
     from oomdoctor.facts.logits import logits_frames
 
+    if _NOT_A_CALL.match(code) or "](" in code:
+        return None  # a definition, a numbered context line, a link to a frame: not what ran
     known = logits_frames()
     return next((name for name in reversed(_CALL.findall(code)) if name in known), None)
+
+
+_NOT_A_CALL = re.compile(r"^(?:\d+\s|(?:async\s+)?def\s|class\s)")
 
 
 # "rollout": an RL trainer generating inside its training step (a `generate` below it is not an evaluation).
