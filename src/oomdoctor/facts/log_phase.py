@@ -248,7 +248,11 @@ def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = N
         deciding = roles.get("train") or rollout or roles["loss"]
         if compute_hit is not None and compute_hit[0] is not deciding[0]:
             frame_evidence(compute_hit)  # what was allocating
-        if rollout is not None and rollout[0] is not deciding[0] and rollout[0] is not compute_hit[0]:
+        if (
+            rollout is not None
+            and rollout[0] is not deciding[0]
+            and (compute_hit is None or rollout[0] is not compute_hit[0])
+        ):
             frame_evidence(rollout)  # an RL rollout: what it holds is the likely cause
         frame_evidence(deciding)  # why it is training
         training()

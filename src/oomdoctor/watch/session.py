@@ -194,10 +194,11 @@ class Watcher:
 
         log = self.log_path or self.output_dir
         try:
-            self.final = run_diagnosis(self.config_path, log, gpu_source=self.source)
+            final = run_diagnosis(self.config_path, log, gpu_source=self.source)
         except BadInput as err:
             return {"error": str(err)}
-        return self.final.to_json()
+        self.final = final
+        return final.to_json()
 
     def _frame(self, obs: Observation, members: list[Any], warnings: list[Any], alone: bool) -> dict[str, Any]:
         total = obs.total_steps or self.config.max_steps
