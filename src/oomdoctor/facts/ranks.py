@@ -65,6 +65,7 @@ def _label(key: str) -> str:
 # the launcher's root-cause block) and the last lines, where every process's traceback ends, are.
 WHOLE_TEXT_CHARS = 1024**2
 LAST_LINES = 4000
+LAST_CHARS = 512 * 1024
 ROOT_BLOCK_LINES = 12
 
 
@@ -82,8 +83,11 @@ def _lines_that_matter(
         tail_start = text.rfind("\n", 0, tail_start)
         if tail_start < 0:
             break
+    if len(text) - (tail_start + 1) > LAST_CHARS:  # start at a line boundary within the last LAST_CHARS
+        tail_start = text.find("\n", len(text) - LAST_CHARS)
     tail_start += 1
-    tail = [(tail_start + i, line) for i, line in enumerate(split_lines(text[tail_start:]))]
+    lines = split_lines(text[tail_start:])[-LAST_LINES:]  # progress-bar redraws are lines too
+    tail = [(tail_start + i, line) for i, line in enumerate(lines)]
     if len({key for _, line in tail if (key := split_prefix(line).key)}) < 2:
         return tail  # every process's traceback ends in the last lines: fewer than two there, no report
     starts: set[int] = set()
