@@ -562,12 +562,7 @@ def run_trial(
     """
     from oomdoctor.facts.config import read_config
 
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise BadInput(msg("trial_bad_steps", None, value=steps))
-    if not isinstance(timeout_s, int | float) or not math.isfinite(timeout_s) or timeout_s <= 0:
-        raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))  # nan would never time out
-    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0.01:
-        raise BadInput(msg("arg_range", None, low="0.01", high="3600", value=interval_s))  # 0 or nan: a busy loop
+    _check_run_numbers(steps=steps, timeout_s=timeout_s, interval_s=interval_s)
     config_file = Path(config_path).expanduser()
     config = read_config(config_file)
     inputs.check_new_folder(out_dir)
@@ -605,11 +600,8 @@ def run_trial(
     source = NvmlSource() if source is None else source
     gpu = read_gpu(source)
     others = _other_processes(gpu)
-    if on_line is not None and change_env:  # what the folder's change.json sets, before anything runs
-        on_line("[oomdoctor] " + msg("env_applied", None, pairs=shown_env(change_env)))
-    if others and on_line is not None:
-        listing = ", ".join(f"GPU {p['gpu']} pid {p['pid']} ({p['used_mib'] or 0:,.0f} MiB)" for p in others)
-        on_line("[oomdoctor] " + msg("trial_other_processes", None, listing=listing))
+    if on_line is not None:
+        _announce(on_line, change_env, others)
 
     log_path = files.log
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -648,22 +640,9 @@ def run_trial(
     survivors = 0
     ended: float | None = None
     try:
-        while True:
-            try:
-                proc.wait(timeout=0.2)
-                ended = time.monotonic()  # the command's own end, before any clean-up of leftovers
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if sampler.tree is None:
-                tree.alive()  # keep learning the tree while NVML does the sampling
-            report_progress()
-            if time.monotonic() - started > timeout_s:
-                timed_out = True
-                break
-            if stop is not None and stop.is_set():
-                stopped = True
-                break
+        ended, why = _watch_until_end(proc, sampler=sampler, tree=tree, tick=report_progress,
+                                      started=started, timeout_s=timeout_s, stop=stop)  # fmt: skip
+        timed_out, stopped = why == "timeout", why == "stop"
     except KeyboardInterrupt:
         stopped = interrupted = True
     finally:
@@ -697,6 +676,59 @@ def run_trial(
         started_at=started_at,
         timeout_s=timeout_s,
     )
+    _write_result(files, record, probe_run, wall_s=wall_s)
+    if interrupted:
+        raise KeyboardInterrupt
+    return TrialResult(folder=folder, record=record, other_gpu_processes=others)
+
+
+def _check_run_numbers(*, steps: Any, timeout_s: Any, interval_s: Any) -> None:
+    """BadInput unless the step count, the time limit and the sampling interval are usable numbers."""
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise BadInput(msg("trial_bad_steps", None, value=steps))
+    if not isinstance(timeout_s, int | float) or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))  # nan would never time out
+    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0.01:
+        raise BadInput(msg("arg_range", None, low="0.01", high="3600", value=interval_s))  # 0 or nan: a busy loop
+
+
+def _announce(on_line: Callable[[str], None], change_env: dict[str, str], others: list[dict[str, Any]]) -> None:
+    """Tell the user, before anything runs, what the folder's change.json sets and who else holds a GPU."""
+    if change_env:
+        on_line("[oomdoctor] " + msg("env_applied", None, pairs=shown_env(change_env)))
+    if others:
+        listing = ", ".join(f"GPU {p['gpu']} pid {p['pid']} ({p['used_mib'] or 0:,.0f} MiB)" for p in others)
+        on_line("[oomdoctor] " + msg("trial_other_processes", None, listing=listing))
+
+
+def _watch_until_end(
+    proc: subprocess.Popen[bytes],
+    *,
+    sampler: Sampler,
+    tree: ProcessTreeRss,
+    tick: Callable[[], None],
+    started: float,
+    timeout_s: float,
+    stop: threading.Event | None,
+) -> tuple[float | None, str]:
+    """Wait for the command, ticking the progress; returns (its end time or None, "exit"/"timeout"/"stop")."""
+    while True:
+        try:
+            proc.wait(timeout=0.2)
+            return time.monotonic(), "exit"  # the command's own end, before any clean-up of leftovers
+        except subprocess.TimeoutExpired:
+            pass
+        if sampler.tree is None:
+            tree.alive()  # keep learning the tree while NVML does the sampling
+        tick()
+        if time.monotonic() - started > timeout_s:
+            return None, "timeout"
+        if stop is not None and stop.is_set():
+            return None, "stop"
+
+
+def _write_result(files: TrialFolder, record: dict[str, Any], probe_run: Any, *, wall_s: float) -> None:
+    """Write result.json (with a probe's milestones), then again with the calibration a probe earns."""
     if probe_run is not None:
         failed = record["phase"] if not record["ok"] else None
         record.update(probe_run.record(samples_csv=files.samples, trainer_log=files.trainer_log,
@@ -707,9 +739,6 @@ def run_trial(
     if probe_run is not None and probe_run.calibrates(record):
         record.update(_calibrate(files))
         files.result.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    if interrupted:
-        raise KeyboardInterrupt
-    return TrialResult(folder=folder, record=record, other_gpu_processes=others)
 
 
 def _result_record(
