@@ -566,49 +566,63 @@ class LogScanner:
         snap.context_why = why
 
     def _markers(self, text: str) -> None:
-        run, snap = self.run, self.run.snap
         t = self.t
         if t.card_hint.search(text):
             self._card(text)
         if "ZeRO stage" in text or "zero_optimization_stage" in text:
-            for pattern in t.zero_stage_lines:
-                m = pattern.search(text)
-                if m:
-                    run.zero_stage = int(m.group("stage"))
-                    break
+            self._zero_stage(text)
         if t.marker_any.search(text):
-            for marker in t.markers:
-                if marker.pattern.search(text):
-                    if marker.setup:
-                        run.setup_seen = True
-                        run.setup_line = run.setup_line or text.strip()[:200]
-                        run.setup_why = marker.why
-                        continue
-                    if marker.context == "train" and t.run_start.search(text) and self._restart_if_failed():
-                        run, snap = self.run, self.run.snap
-                    if marker.context == "train":
-                        snap.training_started = True
-                        snap.weights_loaded = True
-                        run.num_examples = None  # the next "Num examples" is the training set's
-                    elif marker.context == "eval" and snap.training_started:
-                        snap.eval_started = True
-                    self._set_context(str(marker.context), text.strip(), marker.why)
-                    break
-        elif t.run_start.search(text) and self._restart_if_failed():
-            run, snap = self.run, self.run.snap
+            self._context_marker(text)
+        elif t.run_start.search(text):
+            self._restart_if_failed()
         if _BANNER_HINT.search(text):
             self._banner(text)
         if t.allocator_any.search(text):
-            for w in t.allocator_warnings:
-                m = w.pattern.search(text)
-                if m:
-                    count = (_int(m.group("n")) or 0) if "n" in w.pattern.groupindex else 0
-                    if w.count == "add":
-                        run.alloc_retries += count
-                    elif w.count == "max":
-                        run.alloc_retries_max = max(run.alloc_retries_max, count)
-                    self._warn(text)
-                    break
+            self._allocator_warning(text)
+
+    def _zero_stage(self, text: str) -> None:
+        for pattern in self.t.zero_stage_lines:
+            m = pattern.search(text)
+            if m:
+                self.run.zero_stage = int(m.group("stage"))
+                return
+
+    def _context_marker(self, text: str) -> None:
+        """Setup markers mark the run; the first other marker sets the phase context (a run start after a
+        failure starts a new run first)."""
+        run, snap = self.run, self.run.snap
+        t = self.t
+        for marker in t.markers:
+            if not marker.pattern.search(text):
+                continue
+            if marker.setup:
+                run.setup_seen = True
+                run.setup_line = run.setup_line or text.strip()[:200]
+                run.setup_why = marker.why
+                continue
+            if marker.context == "train" and t.run_start.search(text) and self._restart_if_failed():
+                run, snap = self.run, self.run.snap
+            if marker.context == "train":
+                snap.training_started = True
+                snap.weights_loaded = True
+                run.num_examples = None  # the next "Num examples" is the training set's
+            elif marker.context == "eval" and snap.training_started:
+                snap.eval_started = True
+            self._set_context(str(marker.context), text.strip(), marker.why)
+            return
+
+    def _allocator_warning(self, text: str) -> None:
+        run = self.run
+        for w in self.t.allocator_warnings:
+            m = w.pattern.search(text)
+            if m:
+                count = (_int(m.group("n")) or 0) if "n" in w.pattern.groupindex else 0
+                if w.count == "add":
+                    run.alloc_retries += count
+                elif w.count == "max":
+                    run.alloc_retries_max = max(run.alloc_retries_max, count)
+                self._warn(text)
+                return
 
     def _banner(self, text: str) -> None:
         run, snap = self.run, self.run.snap
