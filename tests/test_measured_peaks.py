@@ -158,7 +158,9 @@ def to_llamafactory(
         "gradient_accumulation_steps": int(case.get("grad_accum") or 1),
         "optim": "adamw_torch",
     }
-    raw.update({"finetuning_type": "full"} if method.startswith("full") else _lora_keys(case, method, text, source))
+    raw.update(
+        {"finetuning_type": "full"} if method.startswith("full") else _lora_keys(case, method, text, source)
+    )
 
     raw.update(_precision_flags(str(case.get("precision", "")).lower()))
 

@@ -350,7 +350,9 @@ def run_fit(
             if tried.outcome != "oom":
                 result.notes.append(both("fit_not_memory", outcome=tried.outcome))
                 break  # a smaller batch does not cure a failure that is not about memory
-            predict, candidate = _after_oom(predict, candidate, tried, result, limit=limit, budget_mib=budget_mib)
+            predict, candidate = _after_oom(
+                predict, candidate, tried, result, limit=limit, budget_mib=budget_mib
+            )
     finally:
         _finish(out, staging, config_file, config, result)
     return result

@@ -692,7 +692,9 @@ def _check_run_numbers(*, steps: Any, timeout_s: Any, interval_s: Any) -> None:
         raise BadInput(msg("arg_range", None, low="0.01", high="3600", value=interval_s))  # 0 or nan: a busy loop
 
 
-def _announce(on_line: Callable[[str], None], change_env: dict[str, str], others: list[dict[str, Any]]) -> None:
+def _announce(
+    on_line: Callable[[str], None], change_env: dict[str, str], others: list[dict[str, Any]]
+) -> None:
     """Tell the user, before anything runs, what the folder's change.json sets and who else holds a GPU."""
     if change_env:
         on_line("[oomdoctor] " + msg("env_applied", None, pairs=shown_env(change_env)))
