@@ -287,7 +287,6 @@ def run_fit(
     from oomdoctor.estimate.calibrate import HOST_CARD, find_calibration
     from oomdoctor.facts.config import read_config
     from oomdoctor.facts.gpu import NvmlSource, read_gpu
-    from oomdoctor.facts.model import read_model
     from oomdoctor.trial.runner import DEFAULT_LAUNCHER, run_trial
 
     out = Path(out_dir).expanduser().absolute()
@@ -297,11 +296,7 @@ def run_fit(
         raise BadInput(msg("fit_bad_margin", None, value=margin))
     config_file = Path(config_path).expanduser().absolute()
     config = read_config(config_file)
-    model = read_model(config)
-    if not model.hidden_size:
-        raise BadInput(
-            msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json")
-        )
+    model = _known_model(config)
     gpu = read_gpu(source if source is not None else NvmlSource())
     budget_mib = _budget(gpu, budget_mib)
     card = gpu.first.name if gpu.first is not None else HOST_CARD
@@ -356,6 +351,18 @@ def run_fit(
     finally:
         _finish(out, staging, config_file, config, result)
     return result
+
+
+def _known_model(config: ConfigFacts) -> ModelFacts:
+    """The model's facts; BadInput when its config.json does not give its size."""
+    from oomdoctor.facts.model import read_model
+
+    model = read_model(config)
+    if not model.hidden_size:
+        raise BadInput(
+            msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json")
+        )
+    return model
 
 
 def _budget(gpu: GpuFacts, budget_mib: float | None) -> float:
