@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oomdoctor.datafiles import load_data_file
 from oomdoctor.facts.log_tables import MARKERS_FILE, tables
@@ -83,9 +83,11 @@ def _lines_that_matter(
         if tail_start < 0:
             break
     tail_start += 1
-    hint = re.compile("|".join(f"(?:{p.pattern})" for p in (tables().oom_hint, teardown, root_header)))
+    tail = [(tail_start + i, line) for i, line in enumerate(split_lines(text[tail_start:]))]
+    if len({key for _, line in tail if (key := split_prefix(line).key)}) < 2:
+        return tail  # every process's traceback ends in the last lines: fewer than two there, no report
     starts: set[int] = set()
-    for m in hint.finditer(text, 0, tail_start):
+    for m in _hint_pattern(teardown, root_header).finditer(text, 0, tail_start):
         start = text.rfind("\n", 0, m.start()) + 1
         starts.add(start)
         end = text.find("\n", m.start())
@@ -99,8 +101,20 @@ def _lines_that_matter(
     for start in sorted(starts):
         end = text.find("\n", start)
         picked += [(start, line) for line in split_lines(text[start : end if end >= 0 else len(text)])]
-    picked += [(tail_start + i, line) for i, line in enumerate(split_lines(text[tail_start:]))]
-    return picked
+    return picked + tail
+
+
+@lru_cache(maxsize=1)
+def _hint_pattern(teardown: re.Pattern[str], root_header: re.Pattern[str]) -> Any:
+    """One search for the lines a rank report acts on: RE2's DFA where google-re2 is installed (a literal
+    alternation over megabytes is many times faster there), else ``re``."""
+    source = "|".join(f"(?:{p.pattern})" for p in (tables().oom_hint, teardown, root_header))
+    try:
+        import re2
+
+        return re2.compile(source)
+    except Exception:  # not installed, or a pattern RE2 does not take (backreferences): re reads it
+        return re.compile(source)
 
 
 def rank_report(text: str) -> RankReport | None:
