@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from oomdoctor.errors import BadInput
-from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
+from oomdoctor.facts.types import ConfigFacts, DataFacts, GpuFacts, ModelFacts
 from oomdoctor.i18n import both, msg
 
 DEFAULT_MARGIN = 0.1
@@ -284,10 +284,9 @@ def run_fit(
     (default: measured through LLaMA-Factory's template, as a probe measures them). BadInput when ``out_dir``
     exists, the margin is not in [0, 0.9], no budget is known, or nothing fits even at micro-batch 1.
     """
-    from oomdoctor.estimate.calibrate import HOST_CARD, find_calibration, save
+    from oomdoctor.estimate.calibrate import HOST_CARD, find_calibration
     from oomdoctor.facts.config import read_config
     from oomdoctor.facts.gpu import NvmlSource, read_gpu
-    from oomdoctor.facts.model import read_model
     from oomdoctor.trial.runner import DEFAULT_LAUNCHER, run_trial
 
     out = Path(out_dir).expanduser().absolute()
@@ -297,16 +296,9 @@ def run_fit(
         raise BadInput(msg("fit_bad_margin", None, value=margin))
     config_file = Path(config_path).expanduser().absolute()
     config = read_config(config_file)
-    model = read_model(config)
-    if not model.hidden_size:
-        raise BadInput(
-            msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json")
-        )
+    model = _known_model(config)
     gpu = read_gpu(source if source is not None else NvmlSource())
-    if budget_mib is None:
-        if gpu.first is None:
-            raise BadInput(msg("fit_no_budget", None))
-        budget_mib = float(gpu.first.total_mib)
+    budget_mib = _budget(gpu, budget_mib)
     card = gpu.first.name if gpu.first is not None else HOST_CARD
     if data is None:
         data = _measured_lengths(config)
@@ -353,19 +345,50 @@ def run_fit(
             if tried.outcome != "oom":
                 result.notes.append(both("fit_not_memory", outcome=tried.outcome))
                 break  # a smaller batch does not cure a failure that is not about memory
-            phase = "eval" if tried.failed_milestone == "eval" else "train"
-            calibration = raised_by_failure(calibration, predict, candidate, phase, budget_mib)
-            if calibration is not None:
-                with contextlib.suppress(BadInput, OSError):
-                    save(calibration)  # later estimates of this setting start from what the failure proved
-                result.notes.append(both("fit_recalibrated", scale=calibration.constants["activation_scale"]))
-            predict = Predictor(config, model, data, calibration)
-            candidate = choose(predict, limit, below=candidate, failed_phase=phase) or _step_down(
-                predict, candidate, phase
+            predict, candidate = _after_oom(
+                predict, candidate, tried, result, limit=limit, budget_mib=budget_mib
             )
     finally:
         _finish(out, staging, config_file, config, result)
     return result
+
+
+def _known_model(config: ConfigFacts) -> ModelFacts:
+    """The model's facts; BadInput when its config.json does not give its size."""
+    from oomdoctor.facts.model import read_model
+
+    model = read_model(config)
+    if not model.hidden_size:
+        raise BadInput(
+            msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json")
+        )
+    return model
+
+
+def _budget(gpu: GpuFacts, budget_mib: float | None) -> float:
+    """The memory to fit in: the one given, else the first visible GPU's total (BadInput when none)."""
+    if budget_mib is not None:
+        return budget_mib
+    if gpu.first is None:
+        raise BadInput(msg("fit_no_budget", None))
+    return float(gpu.first.total_mib)
+
+
+def _after_oom(
+    predict: Predictor, failed: Candidate, tried: Tried, result: FitResult, *, limit: float, budget_mib: float
+) -> tuple[Predictor, Candidate | None]:
+    """After a probe ran out of memory: the estimate corrected by what it proved (saved) and the next candidate."""
+    from oomdoctor.estimate.calibrate import save
+
+    phase = "eval" if tried.failed_milestone == "eval" else "train"
+    calibration = raised_by_failure(predict.calibration, predict, failed, phase, budget_mib)
+    if calibration is not None:
+        with contextlib.suppress(BadInput, OSError):
+            save(calibration)  # later estimates of this setting start from what the failure proved
+        result.notes.append(both("fit_recalibrated", scale=calibration.constants["activation_scale"]))
+    predict = Predictor(predict.config, predict.model, predict.data, calibration)
+    candidate = choose(predict, limit, below=failed, failed_phase=phase) or _step_down(predict, failed, phase)
+    return predict, candidate
 
 
 def _step_down(predict: Predictor, failed: Candidate, phase: str) -> Candidate | None:
