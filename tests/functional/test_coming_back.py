@@ -103,7 +103,9 @@ async def test_reopening_shows_the_failed_run_its_changes_trials_and_lengths(
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
-async def test_history_is_never_cut(user_dir: Path, gpu_source: Any, lang: str, size: tuple[int, int]) -> None:
+async def test_history_is_never_cut(
+    user_dir: Path, gpu_source: Any, lang: str, size: tuple[int, int]
+) -> None:
     app = _app(user_dir, gpu_source, lang, scan_at_start=False)
     config, log = user_dir / "configs/qwen3_lora.yaml", user_dir / "qwen3_lora.log"
     async with app.run_test(size=size) as pilot:

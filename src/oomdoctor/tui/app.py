@@ -458,6 +458,7 @@ class OomDoctorApp(App[int]):
                 command=result.command,
                 parent=event.parent,
                 run_dir=Path(result.run_dir) if result.run_dir is not None else None,
+                estimate_mib=proposal.effect.after_mib if proposal.effect is not None else None,
             )
         )
         await self.main_screen.refresh_view()

@@ -29,6 +29,11 @@ def fmt_mib(mib: float | None, lang: Lang = "en") -> str:
     return f"{mib:.0f} MiB"
 
 
+def fmt_gib(mib: float | None, lang: Lang = "en") -> str:
+    """Always GiB (``0.41 GiB``): for a screen that shows every size in one unit."""
+    return t("value_na", lang) if mib is None else f"{mib / 1024:.2f} GiB"
+
+
 def fmt_count(n: int | None) -> str:
     """``596049920`` -> ``596M``; ``7615616512`` -> ``7.6B``."""
     if n is None:
@@ -363,6 +368,6 @@ def trial_outcome_line(feed: Any, lang: Lang) -> str:
         "trial_finished",
         lang,
         outcome=outcome,
-        peak=fmt_mib(feed.result.peak_memory_mib, lang),
+        peak=fmt_gib(feed.result.peak_memory_mib, lang),  # the trial screen's one unit
         wall=f"{wall:.0f}" if isinstance(wall, int | float) else "?",
     )
