@@ -45,6 +45,36 @@ TrialLauncher = Callable[..., Any]
 Clock = Callable[[], float]
 
 
+def last_error(log: Path) -> str | None:
+    """What a trial that failed for another reason than memory died of: the log's last error line."""
+    from oomdoctor.facts.log import read_log
+
+    try:
+        facts = read_log(log)
+    except BadInput:
+        return None
+    return facts.other_error or facts.error_line
+
+
+def missing_packages(rule_id: str) -> list[str]:
+    """The packages the rule's change needs (its ``requires``) that this Python cannot find."""
+    import importlib.util
+
+    from oomdoctor.rules.loader import load_rules
+
+    try:
+        rules = load_rules()
+    except Exception:  # a broken rule set is reported where it is loaded; nothing to check here
+        return []
+    if rule_id not in rules.by_id:
+        return []
+    return [
+        req.package
+        for req in rules.get(rule_id).requires
+        if importlib.util.find_spec(req.module.split(".")[0]) is None
+    ]
+
+
 class MeasuringStopped(Exception):
     """Raised inside the lengths worker's progress callback once the worker is cancelled: the only point
     where LLaMA-Factory's tokenizing loop hands control back to us."""
@@ -130,6 +160,7 @@ class OomDoctorApp(App[int]):
         clock: Clock = time.monotonic,
         trial_steps: int = 20,
         scan_at_start: bool = False,
+        launcher_program: str | None = None,
     ) -> None:
         super().__init__()
         self.session = session
@@ -138,6 +169,9 @@ class OomDoctorApp(App[int]):
         self.clock = clock
         self.trial_steps = trial_steps
         self.scan_at_start = scan_at_start
+        # The program the trial launcher starts (llamafactory-cli), checked before a trial; None for a
+        # launcher that starts none (tests).
+        self.launcher_program = launcher_program
         self.trial_feed: TrialFeed | None = None
         self.trial_stop: threading.Event | None = None
         # One tokenizing run at a time, even when a cancelled one has not reached its next check yet.
@@ -310,6 +344,8 @@ class OomDoctorApp(App[int]):
             stop=stop,
             cwd=entry.run_dir,
         )
+        if getattr(result, "outcome", None) == "failed":
+            feed.failure = last_error(feed.out_dir / "train.log")
         # Every trial of this run side by side (oldest first); one that wrote no result.json (it could not
         # start) is left out, and the result line says why.
         dirs = self.session.trial_dirs()
@@ -325,6 +361,10 @@ class OomDoctorApp(App[int]):
 
         if self.trial_feed is not None and not self.trial_feed.done:
             return
+        blocker = self.trial_blocker(entry)
+        if blocker is not None:  # it cannot work: say what to install instead of failing on the import
+            self.push_screen(ErrorScreen(blocker, title=t("trial_blocked_title", self.session.lang)))
+            return
         feed = TrialFeed(entry, trial_run_folder(entry.folder), self.clock())
         stop = threading.Event()
         self.trial_feed, self.trial_stop = feed, stop
@@ -332,6 +372,22 @@ class OomDoctorApp(App[int]):
         entry.trial_dirs.append(feed.out_dir)
         self.push_screen(TrialScreen(feed))
         self.run_trial(feed, stop)
+
+    def trial_blocker(self, entry: HistoryEntry) -> str | None:
+        """Why a trial of this change cannot work here, in one message, or None: LLaMA-Factory's command
+        is missing, or the change needs a package that is not installed."""
+        lang = self.session.lang
+        if self.launcher_program is not None:
+            import os
+
+            from oomdoctor.trial.runner import resolve_program
+
+            if resolve_program(self.launcher_program, os.environ.get("PATH")) is None:
+                return t("trial_no_llamafactory", lang, program=self.launcher_program)
+        missing = missing_packages(entry.rule)
+        if missing:
+            return t("trial_missing_packages", lang, packages=", ".join(missing), pip=" ".join(missing))
+        return None
 
     def stop_trial(self) -> None:
         """Stop only the trial this app launched: the core stops its process group."""

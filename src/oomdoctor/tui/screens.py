@@ -596,14 +596,15 @@ class CommandScreen(DoctorModal):
 class ErrorScreen(DoctorModal):
     """A failure as one line (BadInput's message), never a traceback."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, title: str | None = None) -> None:
         super().__init__()
         self.message = message
+        self.title_text = title
 
     def compose(self) -> ComposeResult:
         lang = self.lang
         with Vertical(id="error-dialog", classes="dialog"):
-            yield Static(Text(t("error_title", lang), style="bold red"))
+            yield Static(Text(self.title_text or t("error_title", lang), style="bold red"))
             yield Static(self.message, id="error-message")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(t("error_ok", lang), id="error-ok", variant="error")

@@ -282,6 +282,7 @@ class TrialFeed:
         self.result: Any = None  # oomdoctor.trial.TrialResult
         self.comparison: Any = None  # oomdoctor.trial.Comparison
         self.error: str | None = None
+        self.failure: str | None = None  # a trial that failed for another reason: its log's last error
         # Where the first update, the first validation and the first save happened (sampler seconds), and
         # the phase the log says is running now: the chart marks them.
         self.marks: dict[str, float] = {}

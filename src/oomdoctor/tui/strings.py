@@ -409,6 +409,24 @@ TEXTS: dict[str, dict[str, str]] = {
     "chart_x": {"en": "s", "zh": "秒"},
     "key_toggle_log": {"en": "Log", "zh": "日志"},
     "key_toggle_log_tip": {"en": "Unfold or fold the trial's log", "zh": "展开或收起试跑日志"},
+    "trial_blocked_title": {"en": "This trial cannot work yet", "zh": "这次试跑还无法进行"},
+    "trial_no_llamafactory": {
+        "en": "LLaMA-Factory's {program} is not installed where oomdoctor runs. Install it in this "
+        "environment (pip install llamafactory==0.9.5, or pip install 'oomdoctor[train]'), or start "
+        "oomdoctor from the environment you train in.",
+        "zh": "oomdoctor 所在环境里没有 LLaMA-Factory 的 {program}。请在这个环境安装"
+        "(pip install llamafactory==0.9.5,或 pip install 'oomdoctor[train]'),或在训练用的环境里启动 oomdoctor。",
+    },
+    "trial_missing_packages": {
+        "en": "This change needs {packages}, which is not installed where training runs. Install it "
+        "(pip install {pip}) in the environment that runs llamafactory-cli, then press t again.",
+        "zh": "这项修改需要 {packages},训练环境中尚未安装。请在运行 llamafactory-cli 的环境里安装"
+        "(pip install {pip}),然后再按 t。",
+    },
+    "trial_failed_other": {
+        "en": "It failed, but not for memory: {error}",
+        "zh": "失败了,但不是显存问题:{error}",
+    },
     # (end of tui)
 
     # --- messages added by the facts work (keep each group together) ---

@@ -221,7 +221,9 @@ class TrialScreen(DoctorScreen):
             return
         line = trial_outcome_line(feed, lang)
         passed = feed.result is not None and feed.result.ok
-        if feed.failed:
+        if feed.failed and feed.outcome == "failed" and feed.failure:
+            hint = "\n" + t("trial_failed_other", lang, error=feed.failure)
+        elif feed.failed:
             hint = "\n" + t("trial_still_failing", lang)
         elif passed:
             hint = "\n" + t("trial_passed_hint", lang)
