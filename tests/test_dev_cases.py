@@ -1,4 +1,4 @@
-"""The log reader against the real cases of ../shared/cases/oom_cases_dev.yaml: phase from the log alone.
+"""The log reader against the real cases of tests/cases/oom_cases_dev.yaml: phase from the log alone.
 
 For every case with log text, ``parse_log_text(log_excerpt)`` must give the case's phase label. Labels map
 to reader phases as follows:
@@ -29,8 +29,7 @@ import yaml
 from oomdoctor.facts.log import parse_log_text
 from oomdoctor.facts.types import LogFacts
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
-CASES = SHARED / "cases" / "oom_cases_dev.yaml"
+CASES = Path(__file__).resolve().parent / "cases" / "oom_cases_dev.yaml"  # a copy of the shared dev set
 LABEL_TO_PHASE = {"mid_train_long_sample": "long_sample"}
 REQUIRED_SCORE = 0.80
 
@@ -112,14 +111,14 @@ def phase_from_log_alone(cases: list[dict[str, Any]]) -> tuple[int, int]:
     return correct, total
 
 
-@pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
+@pytest.mark.skipif(not CASES.is_file(), reason="the dev case file is missing")
 def test_phase_from_log_alone_on_dev_cases() -> None:
     correct, total = phase_from_log_alone(_load_cases())
     assert total > 0
     assert correct * 100 >= total * REQUIRED_SCORE * 100, f"{correct}/{total} below {REQUIRED_SCORE:.0%}"
 
 
-@pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
+@pytest.mark.skipif(not CASES.is_file(), reason="the dev case file is missing")
 def test_dev_case_numbers_are_read() -> None:
     """Where a case's excerpt holds the OOM message, its sizes are read (spot checks in both formats)."""
     by_id = {c["id"]: c for c in _load_cases()}
@@ -148,14 +147,14 @@ def located_or_asked(cases: list[dict[str, Any]]) -> tuple[int, int, int]:
     """Diagnose each case with everything its reporter gave (config fields + log) and print one row per case:
     the phase is right ("ok"), or unknown with the phase question asked ("asks"), or wrong. A label "other"
     is right when the phase stays unknown. (located, asked, wrong)"""
+    from oomdoctor.rules.assemble import facts_of
     from oomdoctor.rules.engine import diagnose
-    from oomdoctor.rules.facts import Facts
 
     correct = asked = wrong = 0
     print()
     for case in cases:
         config, log = _case_facts(case)
-        diagnosis = diagnose(Facts(config=config, log=log))
+        diagnosis = diagnose(facts_of(config=config, log=log))
         label = case["phase"]
         expected = LABEL_TO_PHASE.get(label, label)
         if diagnosis.phase == expected or (label == "other" and diagnosis.phase == "unknown"):
@@ -174,7 +173,7 @@ def located_or_asked(cases: list[dict[str, Any]]) -> tuple[int, int, int]:
     return correct, asked, wrong
 
 
-@pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
+@pytest.mark.skipif(not CASES.is_file(), reason="the dev case file is missing")
 def test_diagnosis_on_dev_cases_locates_or_asks() -> None:
     """What the product answers with everything a reporter gave (config fields + log): the phase is right,
     or it is unknown and the phase question is asked. A wrong phase is worse than a question."""
@@ -291,14 +290,14 @@ def _case_facts(case: dict[str, Any]) -> tuple[Any, Any]:
 
 def _answer_until_done(case: dict[str, Any], reporter: dict[str, str]) -> tuple[Any, list[list[str]]]:
     """Diagnose, answer what is asked as the reporter would, and again, until nothing is asked."""
+    from oomdoctor.rules.assemble import facts_of
     from oomdoctor.rules.engine import diagnose
-    from oomdoctor.rules.facts import Facts
 
     config, log = _case_facts(case)
     answers: dict[str, str] = {}
     rounds: list[list[str]] = []
     while True:
-        diagnosis = diagnose(Facts(config=config, log=log, answers=dict(answers)))
+        diagnosis = diagnose(facts_of(config=config, log=log, answers=dict(answers)))
         asked = [q.key for q in diagnosis.questions]
         if not asked:
             return diagnosis, rounds
@@ -333,7 +332,7 @@ def answered_kinds(
     return misses
 
 
-@pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
+@pytest.mark.skipif(not CASES.is_file(), reason="the dev case file is missing")
 def test_answered_dev_cases_end_with_the_maintainers_kind_of_proposal() -> None:
     """Answering the questions as each reporter would (one tier at a time: the phase first, then which memory,
     then card facts) ends in a proposal of the kind the maintainers advised, and never in nothing."""
@@ -343,22 +342,22 @@ def test_answered_dev_cases_end_with_the_maintainers_kind_of_proposal() -> None:
 
 def every_answered_phase_has_a_proposal(cases: list[dict[str, Any]]) -> None:
     """For each GPU OOM the files cannot place, every phase the user may answer leads to a proposal."""
+    from oomdoctor.rules.assemble import facts_of
     from oomdoctor.rules.engine import diagnose
-    from oomdoctor.rules.facts import Facts
     from oomdoctor.rules.questions import BUILTIN_QUESTIONS
 
     for case in cases:
         config, log = _case_facts(case)
-        first = diagnose(Facts(config=config, log=log))
+        first = diagnose(facts_of(config=config, log=log))
         if first.phase != "unknown" or first.cause == "host_ram":
             continue
         for phase in BUILTIN_QUESTIONS["phase"]:
-            answered = diagnose(Facts(config=config, log=log, answers={"phase": phase, "memory_kind": "gpu"}))
+            answered = diagnose(facts_of(config=config, log=log, answers={"phase": phase, "memory_kind": "gpu"}))
             assert answered.phase == phase
             assert answered.proposal is not None, f"{case['id']}: no proposal after phase={phase}"
 
 
-@pytest.mark.skipif(not CASES.is_file(), reason="../shared/cases is not beside the checkout")
+@pytest.mark.skipif(not CASES.is_file(), reason="the dev case file is missing")
 def test_every_answered_phase_of_a_gpu_oom_ends_with_a_proposal() -> None:
     """Whatever phase the user answers for a GPU OOM the files cannot place, a proposal follows (a manual one
     when nothing in the config can help)."""

@@ -1,5 +1,5 @@
 """The log reader and the rules against tests/cases/real_extra.yaml: more real OOM reports than the dev set
-(../shared/cases), of the same kinds, that the reader and the rules were not first written against.
+(tests/cases/oom_cases_dev.yaml, a copy of the shared dev set), of the same kinds, that the reader and the rules were not first written against.
 
 Three scores, each printed as a per-case table (``pytest -s``), with the helpers of test_dev_cases.py:
 

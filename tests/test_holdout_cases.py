@@ -68,9 +68,12 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
         _LONG_SAMPLE | {"fragmentation.expandable_segments", "first_batch.halve_micro_batch"},
     ),
     "trl-3168-dpo-qwen05b-a100-first-step": (_GPU_YES, _FIRST_BATCH),
+    # 1.07 GiB reserved-unused on a 47.5 GiB card (2.2 %) is not fragmentation worth a setting (facts/account.py):
+    # the config as transcribed names no precision, so LLaMA-Factory's fp32 default applies and bf16 halves the
+    # activations' bytes, a first-step remedy like the others.
     "ms-swift-5199-qwen25vl-lora-vision-attention-mask": (
         {**_GPU_YES, "phase": "first_batch"},
-        _FIRST_BATCH | {"fragmentation.expandable_segments"},
+        _FIRST_BATCH | {"precision.fp32_to_bf16"},
     ),
     "lf-10367-qwen35-27b-qlora-step-128": ({**_GPU_YES, "phase": "long_sample"}, _LONG_SAMPLE),
     "qwen-502-t4-qlora-int4-first-step": ({"memory_kind": "gpu", "card_bf16": "no"}, _FIRST_BATCH),
@@ -116,9 +119,7 @@ def test_holdout_cases_file_is_well_formed() -> None:
     ids = [c["id"] for c in cases]
     assert len(ids) == len(set(ids))
     earlier = load_cases(CASES.parent / "real_extra.yaml")
-    dev = CASES.parents[2] / ".." / "shared" / "cases" / "oom_cases_dev.yaml"
-    if dev.is_file():
-        earlier += load_cases(dev)
+    earlier += load_cases(CASES.parent / "oom_cases_dev.yaml")
     earlier_urls = {str(c.get("source", {}).get("url", "")).rstrip("/").lower() for c in earlier}
     for case in cases:
         url = case["source"]["url"]

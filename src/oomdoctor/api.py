@@ -6,7 +6,6 @@ Nothing here imports textual or the training stack; each reader fails soft where
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,54 +42,71 @@ def gather(
     eval_longest_tokens: int | None = None,
     lengths_file: str | os.PathLike[str] | None = None,
     data: DataFacts | None = None,
-    gpu_total_mib: float | None = None,
+    capacity_mib: float | None = None,
 ) -> Facts:
-    """Read every fact we can: config, log, GPU, model shape, and the estimate built on them.
+    """Read every fact we can (config, log, GPU, model shape) and assemble them, with the estimate built
+    on the settled card and world size (``rules.assemble``).
 
     Real sample lengths come from ``data`` (measured earlier in this session), a file saved by
     ``oomdoctor lengths --json``, or the user's own numbers (``longest_tokens`` wins over the file's);
-    measuring them here would import the training stack.
+    measuring them here would import the training stack. ``capacity_mib`` is the user's --gpu-mib.
     """
-    from oomdoctor.estimate import estimate
     from oomdoctor.facts.config import read_config
     from oomdoctor.facts.dataset import known_lengths
     from oomdoctor.facts.gpu import read_gpu
-    from oomdoctor.facts.log import read_log
     from oomdoctor.facts.model import read_model
-    from oomdoctor.rules.facts import Facts
+    from oomdoctor.facts.ranks import read_run_log
+    from oomdoctor.rules.assemble import assemble
+    from oomdoctor.rules.facts import Readings
 
     if config_path is None and log_path is None:
         raise BadInput(msg("need_config_or_log", None))
-    log = read_log(Path(log_path)) if log_path is not None else None
-    world_size = log.world_size if log is not None else None
-    config = read_config(Path(config_path), world_size=world_size) if config_path is not None else None
-    gpu = read_gpu(gpu_source)
-
-    total_mib = gpu_total_mib
-    if total_mib is None and log is not None and log.capacity_mib:
-        total_mib = log.capacity_mib  # the card that ran out is the one that matters
-    if total_mib is None and gpu.first is not None:
-        total_mib = gpu.first.total_mib
-
-    model = read_model(config) if config is not None else None
+    log = read_run_log(Path(log_path)) if log_path is not None else None  # a file, output_dir or node logs
+    config = read_config(Path(config_path)) if config_path is not None else None
     if data is None:
         data = known_lengths(lengths_file, longest_tokens, eval_longest_tokens)
-    est = None
-    if config is not None and model is not None and model.hidden_size:
-        # the estimate is an optional fact: a model whose shape is only partly known diagnoses without it
-        with contextlib.suppress(BadInput):
-            est = estimate(config, model, data=data, gpu_total_mib=total_mib)
-    return Facts(
+    readings = Readings(
         config=config,
         log=log,
-        gpu=gpu,
-        model=model,
+        gpu=read_gpu(gpu_source),
+        model=read_model(config) if config is not None else None,
         data=data,
-        estimate=est,
-        answers=dict(answers or {}),
         env=dict(os.environ),
-        gpu_total_mib=total_mib,
+        capacity_mib=capacity_mib,
     )
+    facts = assemble(readings, answers)
+    return _calibrated(facts, readings, answers)
+
+
+def _calibrated(facts: Facts, readings: Any, answers: Mapping[str, str] | None) -> Facts:
+    """The bundle again with the estimate a probe's calibration gives (estimate/calibrate.py), when one is
+    stored for this setting: on the settled card and world size, pinned in the readings."""
+    import dataclasses
+
+    from oomdoctor.estimate import estimate
+
+    config, model = facts.config, facts.model
+    if config is None or model is None or not model.hidden_size or facts.estimate is None:
+        return facts
+    calibration = _calibration(config, facts.log, facts.gpu)
+    if calibration is None:
+        return facts
+    try:
+        pinned = estimate(config, model, data=facts.data, gpu_total_mib=facts.capacity_mib, calibration=calibration)
+    except BadInput:
+        return facts
+    from oomdoctor.rules.assemble import assemble
+
+    return assemble(dataclasses.replace(readings, estimate=pinned), answers)
+
+
+def _calibration(config: Any, log: Any, gpu: Any) -> Any:
+    """The calibration a probe stored for this setting (estimate/calibrate.py), on the card that ran out (the
+    log's), else the visible one, else this machine's host memory."""
+    from oomdoctor.estimate.calibrate import HOST_CARD, find_calibration
+
+    card = (log.card_name if log is not None else None) or (gpu.first.name if gpu.first is not None else None)
+    return find_calibration(config, card or (HOST_CARD if not gpu.available else None))
 
 
 def run_diagnosis(
@@ -102,6 +118,12 @@ def run_diagnosis(
 
     ``inputs`` are ``gather``'s keyword arguments (answers, gpu_source, longest_tokens, ...).
     """
+    from oomdoctor.diagnosis import Finding
     from oomdoctor.rules.engine import diagnose
 
-    return diagnose(gather(config_path, log_path, **inputs))
+    facts = gather(config_path, log_path, **inputs)
+    diagnosis = diagnose(facts)
+    calibration = facts.estimate.calibration if facts.estimate is not None else None
+    if calibration:  # say which estimate the diagnosis rests on
+        diagnosis.findings.append(Finding(id="estimate.calibrated", text=calibration["text"]))
+    return diagnosis

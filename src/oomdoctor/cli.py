@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from oomdoctor import __version__
-from oomdoctor.errors import EXIT_BAD_INPUT, BadInput
-from oomdoctor.i18n import LANGS, Lang, default_lang, help_text, set_help_lang
+from oomdoctor.errors import EXIT_BAD_INPUT, BadInput, one_line
+from oomdoctor.i18n import LANGS, Lang, default_lang, help_text, msg, set_help_lang
 
 # Each verb's one-line help, (English, Chinese); ``--help`` shows the user's language.
 VERBS: dict[str, tuple[str, str]] = {
@@ -33,6 +33,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "estimate": ("Estimate peak GPU memory per term and phase", "按分项与阶段估算显存峰值"),
     "lengths": ("Real token lengths of the configured dataset", "统计配置中数据集的实际 token 长度"),
     "trial": ("Run a short trial and record memory samples", "短时试跑并记录显存采样"),
+    "fit": (
+        "The largest batch that fits, effective batch kept, verified by a probe",
+        "找出放得下的最大批次(保持有效批大小),并用探测试跑验证",
+    ),
     "watch": ("Live GPU panel, touching nothing", "实时 GPU 面板,只读,不干预任何进程"),
     "compare": ("Compare trials (or two configs)", "对比多次试跑(或两份配置)"),
     "tui": ("Open the interactive app (same as no verb)", "打开交互界面(与不带子命令相同)"),
@@ -103,7 +107,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"oomdoctor: {message}\n")
+        sys.stderr.write(f"oomdoctor: {one_line(message)}\n")
         raise SystemExit(EXIT_BAD_INPUT)
 
 
@@ -119,6 +123,13 @@ def lang_from_argv(argv: Sequence[str]) -> Lang:
         elif word.startswith("--lang="):
             asked = word.split("=", 1)[1]
     return asked if asked in LANGS else default_lang()  # type: ignore[return-value]
+
+
+def _debug_help() -> str:
+    return help_text(
+        "on an internal error, show the full traceback instead of one line",
+        "遇到内部错误时显示完整调用栈,而不是一行提示",
+    )
 
 
 def _lang_help() -> str:
@@ -158,27 +169,28 @@ def build_parser(lang: Lang | None = None, *, verb: str | None = None) -> argpar
         help=help_text("print the version and exit", "显示版本号并退出"),
     )
     parser.add_argument("--lang", choices=list(LANGS), default=None, help=_lang_help())
+    parser.add_argument("--debug", action="store_true", default=False, help=_debug_help())
     sub = parser.add_subparsers(dest="verb", parser_class=_Parser)
     for name, (en, zh) in VERBS.items():
         summary = help_text(en, zh)
         p = sub.add_parser(name, help=summary, description=summary)
         p.add_argument("--lang", choices=list(LANGS), default=argparse.SUPPRESS, help=_lang_help())
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_debug_help())
         if verb is None or name == verb:
             importlib.import_module(f"oomdoctor.commands.{name}").register(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one verb. Exit 0 ok, 1 the diagnosed run or trial failed, 2 bad input or an internal error: an
+    unexpected exception is one line on stderr (``--debug`` shows its traceback), never a 1 that a script
+    would read as "the training failed"."""
     words = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(lang_from_argv(words), verb=verb_from_argv(words)).parse_args(words)
-    if args.lang is None:
-        args.lang = default_lang()
-    verb = args.verb or "tui"
-    module = importlib.import_module(f"oomdoctor.commands.{verb}")
+    debug = "--debug" in words[: words.index("--")] if "--" in words else "--debug" in words
     try:
-        return int(module.run(args))
+        return _run(words)
     except BadInput as err:
-        sys.stderr.write(f"oomdoctor: {err}\n")
+        sys.stderr.write(f"oomdoctor: {one_line(err)}\n")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
@@ -187,6 +199,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except Exception as err:
+        if debug:
+            raise
+        sys.stderr.write(f"oomdoctor: {one_line(crash_line(err))}\n")
+        return EXIT_BAD_INPUT
+
+
+def crash_line(err: BaseException) -> str:
+    """One line for an unexpected exception: its kind, the start of its message, the --debug pointer."""
+    try:
+        detail = str(err).split("\n", 1)[0]
+    except Exception:  # a str() that itself fails (a huge int in the message)
+        detail = ""
+    return msg("crash", None, kind=type(err).__name__, detail=one_line(detail)[:160] or "-")
+
+
+def _run(words: list[str]) -> int:
+    args = build_parser(lang_from_argv(words), verb=verb_from_argv(words)).parse_args(words)
+    if args.lang is None:
+        args.lang = default_lang()
+    verb = args.verb or "tui"
+    module = importlib.import_module(f"oomdoctor.commands.{verb}")
+    return int(module.run(args))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -88,6 +88,7 @@ class Diagnosis:
     questions: list[Question] = field(default_factory=list)
     answers: dict[str, str] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)  # the facts used, for --json and the TUI facts view
+    account: dict[str, Any] | None = None  # the OOM message as an account of the card (facts/account.py)
 
     def to_json(self) -> dict[str, Any]:
         out = to_jsonable(self)

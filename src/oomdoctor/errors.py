@@ -11,6 +11,15 @@ class BadInput(Exception):
     """
 
 
+def one_line(text: object) -> str:
+    """``text`` with line breaks and other control characters escaped (``\\n``), so that an error made
+    of a user's value (a file name, an ``--answer``) stays one line."""
+    out = str(text)
+    if out.isprintable():
+        return out
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in out)
+
+
 EXIT_OK = 0
 EXIT_FAILED = 1  # the diagnosed run or the trial failed (OOM found, trial crashed)
 EXIT_BAD_INPUT = 2

@@ -671,12 +671,161 @@ MESSAGES: dict[str, dict[str, str]] = {
     "len_next": {"en": "next: oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}", "zh": "下一步:oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}"},
     "est_note_ppo": {"en": "PPO also holds a reward/value model and generation buffers: not counted here", "zh": "PPO 还会占用奖励/价值模型与生成缓存:此处未计入"},
     # --- messages added by the diag work (keep each group together) ---
+    "acct_line": {
+        "en": "card {card} MiB = this run {run} (PyTorch {alloc} + reserved-unused {unused} + other non-PyTorch "
+        "{nonpt}) + other processes {others} + free {free}",
+        "zh": "整卡 {card} MiB = 本次运行 {run}(PyTorch 已分配 {alloc} + 已预留未使用 {unused} + 其他非 PyTorch "
+        "{nonpt})+ 其他进程 {others} + 空闲 {free}",
+    },
+    "acct_line_reserve": {
+        "en": "card {card} MiB = this run at least {run} (PyTorch {alloc} + reserved-unused {unused}; its CUDA "
+        "context is not stated) + outside this run's reserve {outside} (its CUDA context, other processes) "
+        "+ free {free}",
+        "zh": "整卡 {card} MiB = 本次运行至少 {run}(PyTorch 已分配 {alloc} + 已预留未使用 {unused};其 CUDA "
+        "上下文未列出)+ 本次运行预留之外 {outside}(其 CUDA 上下文、其他进程)+ 空闲 {free}",
+    },
+    "acct_self_pid": {
+        "en": "Process {pid} in the message is this run itself, listed under its host pid",
+        "zh": "报错中的进程 {pid} 就是本次运行自身,以宿主机 pid 列出",
+    },
+    "acct_whose_context": {
+        "en": "Process {pid}: {mib} MiB, a bare CUDA context (another rank's stray context or an idle kernel)",
+        "zh": "进程 {pid}:{mib} MiB,只是一个 CUDA 上下文(其他 rank 误建的上下文或空闲内核)",
+    },
+    "acct_whose_stranger": {
+        "en": "Process {pid}: {mib} MiB held by another job",
+        "zh": "进程 {pid}:{mib} MiB,被另一个任务占用",
+    },
+    "acct_whose_unclear": {
+        "en": "Process {pid}: {mib} MiB, cannot tell from the log whether it is part of this run (another rank, "
+        "its vLLM engine, this notebook's kernel) or another job",
+        "zh": "进程 {pid}:{mib} MiB,日志看不出它属于本次运行(另一个 rank、它的 vLLM 引擎、本 notebook 的内核)"
+        "还是另一个任务",
+    },
+    "acct_outside_big": {
+        "en": "{mib} MiB in use outside this run's reserve is more than a CUDA context (up to {ctx} MiB): another "
+        "process very likely holds part of the card",
+        "zh": "本次运行预留之外在用 {mib} MiB,超出一个 CUDA 上下文(至多 {ctx} MiB):很可能有其他进程占用了这张卡",
+    },
+    "r_account": {"en": "Memory on the card:", "zh": "显存账目:"},
+    "log_ev_mmap_at_start": {
+        "en": "the process could not map a library or a weights file into memory before any training: its start "
+        "(imports) or loading, with system RAM or the address space exhausted",
+        "zh": "在任何训练之前进程就无法把库或权重文件映射进内存:发生在启动(导入)或加载时,系统内存或地址空间已耗尽",
+    },
+    "log_ev_conflict_load_steps": {
+        "en": "but {n} training step(s) had completed before it: a loading marker and a step counter disagree, "
+        "so the phase is asked, not guessed",
+        "zh": "但此前已完成 {n} 个训练步:加载标记与步数计数相互矛盾,因此询问阶段而不是猜测",
+    },
+    "f_ranks_first": {
+        "en": "{first} ran out of memory first (of {n} processes in the log): the diagnosis is of its failure.",
+        "zh": "{first} 最先显存不足(日志中共 {n} 个进程):诊断针对它的失败。",
+    },
+    "f_ranks_same_cause": {
+        "en": "{others} ran out of memory too: the same cause on each, so one change serves them all.",
+        "zh": "{others} 也显存不足:各自原因相同,一处修改对它们都适用。",
+    },
+    "f_ranks_torn_down": {
+        "en": "{others} stopped after it (the launcher's SIGTERM / ChildFailedError, NCCL aborting): torn down, "
+        "not failures of their own.",
+        "zh": "{others} 在它之后停止(启动器的 SIGTERM / ChildFailedError、NCCL 中止):是被连带终止,不是各自的失败。",
+    },
+    "f_ranks_root_cause": {
+        "en": "torchrun's summary names rank {rank} as the first observed failure.",
+        "zh": "torchrun 的汇总把 rank {rank} 列为最先观察到的失败。",
+    },
     # (end of diag)
 
     # --- messages added by the probe work (keep each group together) ---
+    "probe_no_info": {"en": "a probe needs the dataset's dataset_info.json: {path} ({detail})", "zh": "探测试跑需要数据集的 dataset_info.json:{path}({detail})"},
+    "probe_remote_data": {"en": "a probe copies local data only: dataset {name} is on a hub (download it and list it with file_name)", "zh": "探测试跑只能复制本地数据:数据集 {name} 来自在线仓库(请先下载,并在 dataset_info.json 中用 file_name 指向它)"},
+    "probe_unknown_dataset": {"en": "dataset {name} has no local file in dataset_info.json", "zh": "dataset_info.json 中数据集 {name} 没有本地文件"},
+    "probe_how_sorted": {"en": "Training rows sorted by real token count, longest first, shuffling off (disable_shuffling): the first micro-batch holds the {batch} longest samples, {longest} tokens padded to {padded} ({tokens} tokens in the batch), the largest padded batch the run can build.", "zh": "训练样本按实际 token 数从长到短排序并关闭打乱(disable_shuffling):第一个 micro-batch 就是最长的 {batch} 条样本,最长 {longest} token、补齐到 {padded}(整批 {tokens} token),即整个训练中可能出现的最大补齐批次。"},
+    "probe_how_cut": {"en": "The longest sample ({longest} tokens) is cut to cutoff_len {cutoff}, as in the run.", "zh": "最长样本({longest} token)会像正式训练一样被截断到 cutoff_len {cutoff}。"},
+    "probe_how_group_by_length": {"en": "group_by_length is on: its sampler also puts the group holding the longest sample first; the probe's first batch is the {batch} longest, padded the same way.", "zh": "已开启 group_by_length:它的采样器同样把含最长样本的一组放在最前;探测的第一批是最长的 {batch} 条,补齐方式相同。"},
+    "probe_how_packing": {"en": "packing is on: samples are packed into sequences of up to cutoff_len {cutoff}, so every batch is about {batch} x {cutoff} tokens whatever the order; the first is as big as any.", "zh": "已开启 packing:样本被拼接成不超过 cutoff_len {cutoff} 的序列,无论顺序如何每批约 {batch} x {cutoff} token;第一批与任何一批一样大。"},
+    "probe_how_neat_packing": {"en": "neat_packing is on: samples are packed into sequences of up to cutoff_len {cutoff} with each sample's own attention, so every batch is about {batch} x {cutoff} tokens; the first is as big as any.", "zh": "已开启 neat_packing:样本被拼接成不超过 cutoff_len {cutoff} 的序列且各自保持独立注意力,每批约 {batch} x {cutoff} token;第一批与任何一批一样大。"},
+    "probe_how_world": {"en": "With {gpus} GPUs each GPU's first micro-batch comes from the {rows} longest rows.", "zh": "共 {gpus} 张卡:每张卡的第一个 micro-batch 都来自最长的 {rows} 条样本。"},
+    "probe_how_no_eval": {"en": "The config does not validate: there is no validation milestone.", "zh": "该配置不做验证:没有验证这一关。"},
+    "probe_how_eval": {"en": "Validation: the {batch} longest samples of {source} ({longest} tokens, padded to {padded}) in one batch of per_device_eval_batch_size {batch}.", "zh": "验证:取 {source} 中最长的 {batch} 条样本({longest} token,补齐到 {padded}),按 per_device_eval_batch_size {batch} 组成一批。"},
+    "probe_how_val_size": {"en": "val_size {val_size} draws validation rows at random from the training data; the probe validates on the {batch} longest training rows instead (a split could draw them).", "zh": "val_size {val_size} 会从训练数据中随机抽取验证样本;探测改用最长的 {batch} 条训练样本验证(随机划分可能抽到它们)。"},
+    "probe_how_max_samples": {"en": "max_samples {max_samples} is applied when choosing the rows (the first rows of each dataset, as LLaMA-Factory takes them).", "zh": "选取样本时已按 max_samples {max_samples} 截取(与 LLaMA-Factory 一样取每个数据集的前若干条)。"},
+    "probe_starting": {"en": "Probe trial into {out}: measuring token lengths, then the longest batches first (time limit {timeout:.0f} s)", "zh": "探测试跑,目录 {out}:先统计 token 长度,再让最长的批次最先出现(时间上限 {timeout:.0f} 秒)"},
+    "probe_milestones": {"en": "Milestones:", "zh": "关卡:"},
+    "probe_milestone_passed": {"en": "  passed  {name} (step {step}): peak {peak} MiB", "zh": "  通过    {name}(第 {step} 步):峰值 {peak} MiB"},
+    "probe_milestone_failed": {"en": "  FAILED  {name}: peak {peak} MiB", "zh": "  未通过  {name}:峰值 {peak} MiB"},
+    "probe_milestone_unreached": {"en": "  -       {name}: not reached", "zh": "  -       {name}:未到达"},
+    "probe_milestone_na": {"en": "  n/a     {name}: the config does not do this", "zh": "  不适用  {name}:该配置不会执行这一步"},
+    "probe_all_passed": {"en": "The probe passed every milestone: the run's known worst moments fit.", "zh": "探测通过了所有关卡:整个训练已知的最坏时刻都放得下。"},
+    "probe_not_passed": {"en": "The probe did not pass every milestone: the full run would fail where it stopped.", "zh": "探测没有通过所有关卡:完整训练会在它停下的地方失败。"},
+    "milestone_load": {"en": "load", "zh": "加载"},
+    "milestone_longest_batch": {"en": "longest micro-batch forward/backward", "zh": "最长 micro-batch 前向/反向"},
+    "milestone_optimizer_step": {"en": "first optimizer update", "zh": "第一次优化器更新"},
+    "milestone_eval": {"en": "validation on the longest eval batch", "zh": "最长验证批次的验证"},
+    "milestone_save": {"en": "checkpoint save", "zh": "保存检查点"},
+    "milestone_short_load": {"en": "load", "zh": "加载"},
+    "milestone_short_longest_batch": {"en": "longest batch", "zh": "最长批次"},
+    "milestone_short_optimizer_step": {"en": "1st update", "zh": "首次更新"},
+    "milestone_short_eval": {"en": "eval", "zh": "验证"},
+    "milestone_short_save": {"en": "save", "zh": "保存"},
+    "cmp_milestones": {"en": "Probe milestones (peak MiB; - not reached, x failed):", "zh": "探测关卡(峰值 MiB;- 未到达,x 未通过):"},
+    "cal_headline": {"en": "calibrated by trial {trial}: predicted {predicted:.2f} GiB, measured {measured:.2f} GiB ({kind})", "zh": "已按试跑 {trial} 校准:预测 {predicted:.2f} GiB,实测 {measured:.2f} GiB({kind})"},
+    "cal_headline_no_points": {"en": "calibrated by trial {trial}", "zh": "已按试跑 {trial} 校准"},
+    "cal_no_points": {"en": "trial {trial} measured no usable peak (no milestone passed, or no samples): nothing to calibrate from", "zh": "试跑 {trial} 没有可用的峰值测量(没有通过任何关卡,或没有采样):无法校准"},
+    "cal_cache_unwritable": {"en": "cannot write the calibration cache {path}: {detail}", "zh": "无法写入校准缓存 {path}:{detail}"},
+    "cal_written": {"en": "Estimate {fitted}; fitted {constants}; saved to {path} and the user cache", "zh": "估算{fitted};拟合结果 {constants};已保存到 {path} 和用户缓存"},
+    "cal_point": {"en": "  {phase:<5} {kind:<10} measured {measured:>9,.0f} MiB  model {before:>9,.0f}  calibrated {after:>9,.0f}", "zh": "  {phase:<5} {kind:<10} 实测 {measured:>9,.0f} MiB  模型 {before:>9,.0f}  校准后 {after:>9,.0f}"},
+    "est_calibrated": {"en": "Calibrated: {text} (constants from calibration: {names})", "zh": "已校准:{text}(来自校准的常数:{names})"},
+    "fit_title": {"en": "The largest batch that fits: micro-batch {batch}, accumulation {accumulation}, eval batch {eval_batch}", "zh": "放得下的最大批次:单卡 batch {batch},梯度累积 {accumulation},验证 batch {eval_batch}"},
+    "fit_why": {"en": "Predicted peak {predicted:,.0f} MiB, under {budget:,.0f} MiB less a {margin} % margin; the effective batch stays {effective}.", "zh": "预测峰值 {predicted:,.0f} MiB,低于 {budget:,.0f} MiB 减去 {margin}% 余量;有效批大小保持 {effective}。"},
+    "fit_cost": {"en": "A larger micro-batch is faster per update; a smaller one slower. The updates themselves are the same (batch x accumulation kept).", "zh": "单卡 batch 越大每次更新越快,越小越慢;每次更新本身不变(batch x 梯度累积保持不变)。"},
+    "fit_judge": {"en": "The probe passed every milestone; the log's Total train batch size stays {effective}.", "zh": "探测通过所有关卡;日志中的 Total train batch size 仍为 {effective}。"},
+    "fit_bad_margin": {"en": "--margin must be between 0 and 0.9 (got {value})", "zh": "--margin 必须在 0 到 0.9 之间(当前为 {value})"},
+    "fit_no_budget": {"en": "no NVIDIA GPU is visible: give the memory to fit in with --gpu-mib N", "zh": "看不到 NVIDIA GPU:请用 --gpu-mib N 指定可用内存"},
+    "fit_nothing_fits": {"en": "nothing fits: even micro-batch 1 is predicted above {limit:,.0f} MiB (budget {budget:,.0f} MiB less the margin)", "zh": "放不下:即使单卡 batch 为 1,预测也超过 {limit:,.0f} MiB(预算 {budget:,.0f} MiB 减去余量)"},
+    "fit_uncalibrated": {"en": "No calibration of this setting yet: the choice rests on the model's constants (a probe of this config calibrates it: oomdoctor trial --probe).", "zh": "该设置尚无校准:选择基于模型的默认常数(对此配置运行一次探测即可校准:oomdoctor trial --probe)。"},
+    "fit_inexact": {"en": "Micro-batch {micro_batch} would also fit, but not exactly: accumulation {accumulation} gives an effective batch of {effective_batch} instead of {effective_now}; fit keeps the effective batch exactly.", "zh": "单卡 batch {micro_batch} 也放得下,但无法精确保持:梯度累积 {accumulation} 时有效批大小为 {effective_batch} 而非 {effective_now};fit 选择精确保持有效批大小。"},
+    "fit_recalibrated": {"en": "The probe ran out: the activation factor is raised to {scale:.3f} (what the failure proves), and the next candidate chosen with it.", "zh": "探测内存不足:激活系数提高到 {scale:.3f}(失败所证明的下限),并据此选择下一个候选。"},
+    "fit_not_memory": {"en": "The probe failed without running out of memory ({outcome}): a smaller batch would not help; stopped.", "zh": "探测失败但并非内存不足({outcome}):减小批次无济于事;已停止。"},
+    "fit_header": {"en": "Fit: budget {budget:,.0f} MiB, margin {margin} %, limit {limit:,.0f} MiB; effective batch {effective}", "zh": "fit:预算 {budget:,.0f} MiB,余量 {margin}%,上限 {limit:,.0f} MiB;有效批大小 {effective}"},
+    "fit_calibrated_by": {"en": "Estimate calibrated by trial {trial}", "zh": "估算已按试跑 {trial} 校准"},
+    "fit_h_try": {"en": "try", "zh": "尝试"},
+    "fit_h_batch": {"en": "batch", "zh": "batch"},
+    "fit_h_acc": {"en": "accum.", "zh": "累积"},
+    "fit_h_eval": {"en": "eval batch", "zh": "验证 batch"},
+    "fit_h_effective": {"en": "effective", "zh": "有效批"},
+    "fit_h_predicted": {"en": "predicted MiB", "zh": "预测 MiB"},
+    "fit_h_measured": {"en": "measured MiB", "zh": "实测 MiB"},
+    "fit_h_outcome": {"en": "outcome", "zh": "结果"},
+    "fit_passed": {"en": "passed", "zh": "通过"},
+    "fit_failed_at": {"en": "failed at {milestone}", "zh": "在{milestone}失败"},
+    "fit_winner": {"en": "Winner: micro-batch {batch}, accumulation {accumulation}, eval batch {eval_batch} (effective batch {effective}, {kept}); written to {folder}", "zh": "结果:单卡 batch {batch},梯度累积 {accumulation},验证 batch {eval_batch}(有效批大小 {effective},{kept});已写入 {folder}"},
+    "fit_kept": {"en": "kept", "zh": "保持不变"},
+    "fit_not_kept": {"en": "changed", "zh": "已改变"},
+    "fit_unchanged": {"en": "The config fits as it is (verified by the probe); nothing to change. Record in {folder}", "zh": "该配置原样即可放下(已由探测验证);无需修改。记录在 {folder}"},
+    "fit_no_winner": {"en": "No candidate passed its probe ({probes} probe(s)); record in {folder}", "zh": "没有候选通过探测(共 {probes} 次探测);记录在 {folder}"},
+    "fit_run_with": {"en": "Run it with:", "zh": "运行命令:"},
+    "fit_probing": {"en": "Probe {n}: micro-batch {batch}, accumulation {accumulation}, eval batch {eval_batch} (predicted {predicted:,.0f} MiB)", "zh": "第 {n} 次探测:单卡 batch {batch},梯度累积 {accumulation},验证 batch {eval_batch}(预测 {predicted:,.0f} MiB)"},
     # (end of probe)
 
     # --- messages added by the watch work (keep each group together) ---
+    "watch_spec_incomplete": {"en": "{file}: warning kind {kind!r} needs text and act in en and zh, and a hypothesis", "zh": "{file}:预警类型 {kind!r} 需要中英文的 text 和 act,以及 hypothesis"},
+    "watch_needs_config": {"en": "watch --pid needs --config too: the config tells what the run will need", "zh": "watch --pid 还需要 --config:配置决定训练后面需要多少内存"},
+    "wr_title": {"en": "oomdoctor watch  {time}  {config}  (read only)", "zh": "oomdoctor watch  {time}  {config}(只读)"},
+    "wr_waiting": {"en": "Waiting for the training: no process names this config or its output_dir yet.", "zh": "等待训练启动:还没有进程的命令行包含这个配置或它的 output_dir。"},
+    "wr_run": {"en": "pid {pids}  step {step} / {total}  loss {loss}  ETA {eta}", "zh": "pid {pids}  第 {step} / {total} 步  loss {loss}  剩余 {eta}"},
+    "wr_next": {"en": "next validation at step {eval}, next save at step {save}", "zh": "下次验证在第 {eval} 步,下次保存在第 {save} 步"},
+    "wr_pool": {"en": "{used} / {limit} MiB  peak {peak}  left {left} MiB", "zh": "{used} / {limit} MiB  峰值 {peak}  剩余 {left} MiB"},
+    "wr_phase_lines": {"en": "estimate: validation would reach {eval} MiB, the longest batch {batch} MiB, the next save {save} MiB", "zh": "估算:验证会到 {eval} MiB,最长批次会到 {batch} MiB,下次保存会到 {save} MiB"},
+    "wr_limit_card": {"en": "the card", "zh": "显卡"},
+    "wr_limit_rlimit_as": {"en": "host memory, address-space limit of the training (prlimit --as)", "zh": "主机内存,训练进程的地址空间上限(prlimit --as)"},
+    "wr_limit_cgroup": {"en": "host memory, cgroup limit", "zh": "主机内存,cgroup 上限"},
+    "wr_limit_host": {"en": "host RAM", "zh": "主机内存"},
+    "wr_warnings": {"en": "Warnings:", "zh": "预警:"},
+    "wr_no_warnings": {"en": "No warning: what is coming fits in what is left.", "zh": "没有预警:后面需要的内存都在剩余范围内。"},
+    "wr_first": {"en": "First warning ({elapsed} s in, at step {step}): {text}", "zh": "第一条预警(开始后 {elapsed} 秒,第 {step} 步):{text}"},
+    "wr_ended": {"en": "The run has ended. The diagnosis of its log:", "zh": "训练已结束。日志诊断如下:"},
     # (end of watch)
 
     # --- messages added by the tui work (keep each group together) ---
@@ -690,6 +839,78 @@ MESSAGES: dict[str, dict[str, str]] = {
     # (end of startup)
 
     # --- messages added by the hostile work (keep each group together) ---
+    "in_not_regular": {"en": "{path} is not a file: it is {kind}", "zh": "{path} 不是文件,而是{kind_zh}"},
+    "in_too_big": {
+        "en": "{path} is {size}: too big for a {what} (at most {limit})",
+        "zh": "{path} 有 {size},不可能是{what}(最多 {limit})",
+    },
+    "in_binary": {"en": "{path} looks like a binary file, not a {what}", "zh": "{path} 看起来是二进制文件,不是{what}"},
+    "in_not_utf8": {"en": "{path} is not UTF-8 text (at {offset})", "zh": "{path} 不是 UTF-8 文本(位置 {offset})"},
+    "in_yaml_expands": {
+        "en": "{path}: the YAML aliases at line {line} expand to more than {limit} values (an alias bomb?)",
+        "zh": "{path}:第 {line} 行的 YAML 别名展开后超过 {limit} 个值(别名炸弹?)",
+    },
+    "in_yaml_recursive": {
+        "en": "{path}: the YAML node at line {line} contains itself",
+        "zh": "{path}:第 {line} 行的 YAML 节点包含了自身",
+    },
+    "in_too_deep": {
+        "en": "{path}: {where} nests deeper than {limit} levels",
+        "zh": "{path}:{where} 嵌套超过 {limit} 层",
+    },
+    "in_bad_yaml_value": {"en": "{path}: a value cannot be read ({detail})", "zh": "{path}:有一个值无法读取({detail})"},
+    "in_bad_json": {"en": "{path} is not valid JSON ({detail})", "zh": "{path} 不是有效的 JSON({detail})"},
+    "in_bad_type": {
+        "en": "{path}: {key} should be {expected}, got {got}",
+        "zh": "{path}:{key} 应为 {expected},实际为 {got}",
+    },
+    "in_bad_csv": {"en": "{path}: line {line} is not CSV ({detail})", "zh": "{path}:第 {line} 行不是 CSV 格式({detail})"},
+    "in_too_many_rows": {"en": "{path} has more than {limit} rows", "zh": "{path} 超过 {limit} 行"},
+    "in_line_too_long": {
+        "en": "{path}: line {line} is longer than {limit} bytes",
+        "zh": "{path}:第 {line} 行超过 {limit} 字节",
+    },
+    "in_escapes": {
+        "en": "{path}: {key} {value!r} points outside {base}",
+        "zh": "{path}:{key} {value!r} 指向 {base} 之外",
+    },
+    "crash": {
+        "en": "internal error ({kind}: {detail}); this is not a verdict on the run. Run again with --debug for the traceback",
+        "zh": "内部错误({kind}:{detail}),与训练是否失败无关。加 --debug 重新运行可查看调用栈",
+    },
+    "arg_range": {
+        "en": "expected a number from {low} to {high}, got {value!r}",
+        "zh": "应为 {low} 到 {high} 之间的数,收到 {value!r}",
+    },
+    "arg_int_range": {
+        "en": "expected a whole number from {low} to {high}, got {value!r}",
+        "zh": "应为 {low} 到 {high} 之间的整数,收到 {value!r}",
+    },
+    "out_is_symlink": {
+        "en": "--out {path} is a symbolic link; give a new folder path",
+        "zh": "--out {path} 是符号链接;请给出一个新的目录路径",
+    },
+    "out_in_system": {
+        "en": "--out {path} is under {root}; give a folder of your own",
+        "zh": "--out {path} 位于 {root} 之下;请给出你自己的目录",
+    },
+    "out_in_run": {
+        "en": "--out {path} lies inside the run's {what} ({base}); write the trial elsewhere so nothing of the run is touched",
+        "zh": "--out {path} 位于这次训练的{what}({base})之内;请写到别处,以免改动原训练的文件",
+    },
+    "out_parent_missing": {
+        "en": "--out {path}: its parent folder {parent} cannot be used ({detail})",
+        "zh": "--out {path}:其上级目录 {parent} 无法使用({detail})",
+    },
+    "env_refused": {
+        "en": "{path}: env sets {names}, which a trial never applies (only memory settings: {allowed})",
+        "zh": "{path}:env 设置了 {names},试跑从不应用这些变量(只允许显存相关设置:{allowed})",
+    },
+    "env_applied": {"en": "environment for this trial: {pairs}", "zh": "本次试跑的环境变量:{pairs}"},
+    "procs_stopped": {
+        "en": "stopped {count} leftover process(es) of the trial that had left its process group",
+        "zh": "已停止试跑遗留的 {count} 个脱离进程组的进程",
+    },
     # (end of hostile)
 
     # --- messages added by the bigl work (keep each group together) ---

@@ -58,12 +58,12 @@ async def test_no_gpu_reason_is_shown_in_the_interface_language(user_dir: Path) 
 
 def test_a_source_without_reason_in_shows_what_it_has() -> None:
     from oomdoctor.facts.gpu import read_gpu
-    from oomdoctor.rules.facts import Facts
+    from oomdoctor.rules.assemble import facts_of
 
-    facts = Facts(gpu=read_gpu(FakeGpuSource.unavailable("no driver (scripted)")))
+    facts = facts_of(gpu=read_gpu(FakeGpuSource.unavailable("no driver (scripted)")))
     assert render.gpu_line(facts, "en") == "not available: no driver (scripted)"
     assert render.gpu_line(facts, "zh", reason="没有驱动") == "不可用:没有驱动"
-    assert render.gpu_line(Facts(), "zh") == t("facts_no_gpu", "zh")
+    assert render.gpu_line(facts_of(), "zh") == t("facts_no_gpu", "zh")
 
 
 def test_watch_says_the_no_gpu_reason_in_one_language() -> None:
@@ -90,7 +90,9 @@ def test_nvidia_smi_band_is_capped_at_the_card() -> None:
 
 def test_facts_row_caps_the_band_and_leaves_the_estimate_alone(user_dir: Path, gpu_source: Any) -> None:
     facts = make_facts(user_dir / "configs/qwen3_lora.yaml", gpu_source)
-    facts.estimate = dataclasses.replace(facts.estimate, expected_nvidia_smi_mib=(26440.0, 80210.0))
+    facts = dataclasses.replace(
+        facts, estimate=dataclasses.replace(facts.estimate, expected_nvidia_smi_mib=(26440.0, 80210.0))
+    )
     rows = dict(render.facts_rows(facts, make_diagnosis(), "en"))
     assert rows["Estimate"] == (
         "peak 34.30 GiB allocated, nvidia-smi 25.82 GiB up to the whole card (32.00 GiB): the allocator "

@@ -103,7 +103,7 @@ async def test_apply_on_measure_proposal_measures_real_lengths(
         # The estimate is rebuilt on the real lengths (the card stays the one the facts named).
         est = session.facts.estimate
         assert est is not None and before is not None and est is not before
-        assert est.gpu_total_mib == session.facts.gpu_total_mib
+        assert est.gpu_total_mib == session.facts.capacity_mib
         # Diagnosed again: the engine saw the lengths, so "measure them" is no longer proposed.
         assert session.diagnosis is not None
         assert MEASURE_LENGTHS_RULE not in [p.rule for p in session.proposals]

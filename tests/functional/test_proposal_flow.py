@@ -169,7 +169,7 @@ async def test_answering_reruns_the_engine_and_moves_along(user_dir: Path, gpu_s
         await pilot.pause()
         answered = _unique(m for m in messages if isinstance(m, QuestionPanel.Answered))
         assert [(m.key, m.value) for m in answered] == [("phase", "first_batch")]
-        assert facts.answers == {"phase": "first_batch"}
+        assert app.session.facts.answers == {"phase": "first_batch"}  # a new bundle; the old one is frozen
         ready = _unique(m for m in messages if isinstance(m, OomDoctorApp.DiagnosisReady))
         assert len(ready) == 2  # the injected one, then the engine's re-run with the answer
         assert ready[-1].diagnosis.answers == {"phase": "first_batch"}

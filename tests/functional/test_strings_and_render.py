@@ -10,7 +10,7 @@ import pytest
 
 from oomdoctor.diagnosis import Diagnosis, EstimatedEffect, Proposal
 from oomdoctor.facts.types import CAUSES, PHASES
-from oomdoctor.rules.facts import Facts
+from oomdoctor.rules.assemble import facts_of
 from oomdoctor.tui import render
 from oomdoctor.tui.strings import TEXTS, t
 
@@ -108,6 +108,6 @@ def test_effect_and_oom_lines() -> None:
     effect = EstimatedEffect(before_mib=35120.0, after_mib=18400.0, fits_after=True)
     assert render.effect_line(effect, "en") == "peak 34.30 GiB → 17.97 GiB (fits the card)"
     assert render.effect_line(None, "en") is None
-    assert render.oom_summary(None, Facts(), "en") == t("oom_no_log", "en")
+    assert render.oom_summary(None, facts_of(), "en") == t("oom_no_log", "en")
     no_oom = Diagnosis(oom=False, phase="none", cause="unknown")
     assert render.oom_summary(no_oom, None, "zh") == t("oom_none", "zh")

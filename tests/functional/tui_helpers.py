@@ -88,7 +88,7 @@ def make_facts(config_path: Path, gpu_source: FakeGpuSource, *, phase: str = "fi
     """Facts as ``api.gather`` builds them: the real config reader and GPU facade, a hand-built log."""
     from oomdoctor.facts.config import read_config
     from oomdoctor.facts.gpu import read_gpu
-    from oomdoctor.rules.facts import Facts
+    from oomdoctor.rules.assemble import facts_of
 
     log = LogFacts(
         path="qwen3_lora.log",
@@ -126,13 +126,13 @@ def make_facts(config_path: Path, gpu_source: FakeGpuSource, *, phase: str = "fi
         fits=False,
         headroom_mib=-5632.0,
     )
-    return Facts(
+    return facts_of(
         config=read_config(config_path),
         log=log,
         gpu=read_gpu(gpu_source),
         model=model,
         estimate=estimate,
-        gpu_total_mib=32491.5,
+        capacity_mib=32491.5,
     )
 
 

@@ -14,7 +14,7 @@ import yaml
 
 from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import DataFacts, GpuDevice, GpuFacts, GpuProcess, ModelFacts
-from oomdoctor.rules.facts import Facts
+from oomdoctor.rules.assemble import facts_of
 
 HERE = Path(__file__).parent
 CASES_DIR = HERE / "cases"
@@ -80,7 +80,7 @@ def log_of(case: dict[str, Any]) -> str | None:
     return text + (case.get("log") or "")
 
 
-def facts_from_case(case: dict[str, Any]) -> Facts:
+def facts_from_case(case: dict[str, Any]) -> Any:
     from oomdoctor.facts.config import config_from_mapping
     from oomdoctor.facts.log import parse_log_text
 
@@ -88,18 +88,12 @@ def facts_from_case(case: dict[str, Any]) -> Facts:
     log = parse_log_text(text) if text is not None else None
     if log is not None and case.get("log_card_name"):
         log.card_name = case["log_card_name"]  # what the log reader reads from a pasted nvidia-smi table
-    world_size = case.get("world_size") or (log.world_size if log is not None else None)
     raw = config_of(case)
-    config = config_from_mapping(raw, world_size=world_size) if raw is not None else None
+    config = config_from_mapping(raw) if raw is not None else None
     gpu = gpu_from(case.get("gpu"))
-    total = case.get("gpu_total_mib")
-    if total is None and log is not None and log.capacity_mib:
-        total = log.capacity_mib
-    if total is None and gpu is not None and gpu.first is not None:
-        total = gpu.first.total_mib
     model = ModelFacts(**case["model"]) if case.get("model") else None
     data = DataFacts(**case["data"]) if case.get("data") else None
-    est = None
+    est = None  # assemble estimates on the settled card and world size unless the case pins one
     if case.get("estimate"):
         spec = dict(case["estimate"])
         spec.setdefault("expected_nvidia_smi_mib", (0.0, 0.0))
@@ -110,11 +104,7 @@ def facts_from_case(case: dict[str, Any]) -> Facts:
         spec.setdefault("eval_batch", 1)
         spec.setdefault("peak_allocated_mib", sum(spec["terms"].values()))
         est = Estimate(**spec)
-    elif config is not None and model is not None and model.hidden_size:
-        from oomdoctor.estimate import estimate
-
-        est = estimate(config, model, data=data, gpu_total_mib=total)
-    return Facts(
+    return facts_of(
         config=config,
         log=log,
         gpu=gpu,
@@ -123,5 +113,6 @@ def facts_from_case(case: dict[str, Any]) -> Facts:
         estimate=est,
         answers=dict(case.get("answers") or {}),
         env=dict(case.get("env") or {}),
-        gpu_total_mib=total,
+        capacity_mib=case.get("gpu_total_mib"),
+        world_size=case.get("world_size"),
     )

@@ -7,9 +7,8 @@ from __future__ import annotations
 from test_engine import course, gpu_oom
 
 from oomdoctor.facts.types import OtherProcess
-from oomdoctor.rules.derive import derive
+from oomdoctor.rules.assemble import facts_of
 from oomdoctor.rules.engine import diagnose
-from oomdoctor.rules.facts import Facts
 
 
 def predict_config():
@@ -27,12 +26,12 @@ def card_taken(own_mib: float, other_mib: float):
 
 
 def test_a_predict_run_whose_card_another_process_holds_is_not_placed_by_the_config() -> None:
-    d = derive(Facts(config=predict_config(), log=card_taken(own_mib=164.0, other_mib=45107.2)))
-    assert (d["phase"], d["phase_source"]) == ("unknown", "none")
-    diagnosis = diagnose(Facts(config=predict_config(), log=card_taken(own_mib=164.0, other_mib=45107.2)))
+    d = facts_of(config=predict_config(), log=card_taken(own_mib=164.0, other_mib=45107.2)).derived
+    assert (d.phase, d.phase_source) == ("unknown", "none")
+    diagnosis = diagnose(facts_of(config=predict_config(), log=card_taken(own_mib=164.0, other_mib=45107.2)))
     assert diagnosis.proposal is not None and diagnosis.proposal.rule == "other_process.free_the_card"
 
 
 def test_a_predict_run_holding_most_of_its_card_is_still_evaluation() -> None:
-    d = derive(Facts(config=predict_config(), log=card_taken(own_mib=30000.0, other_mib=600.0)))
-    assert (d["phase"], d["phase_source"]) == ("eval", "config")
+    d = facts_of(config=predict_config(), log=card_taken(own_mib=30000.0, other_mib=600.0)).derived
+    assert (d.phase, d.phase_source) == ("eval", "config")

@@ -98,8 +98,8 @@ def test_config_only_asks_the_phase_and_answers_work(
     assert "eval" in out["questions"][0]["allowed"]
     main(["diagnose", "--config", str(config), "--answer", "phase=eval", "--json"])
     out = json.loads(capsys.readouterr().out)
-    # no log: the answer places it, GPU memory is assumed for the proposal, and the memory question stays open
-    assert out["phase"] == "eval" and out["proposal"]["rule"] == "eval.match_train_micro_batch"
+    # no log: the answer places it, and "GPU or host memory?" is asked before any GPU-side change
+    assert out["phase"] == "eval" and out["proposal"] is None
     assert [q["key"] for q in out["questions"]] == ["memory_kind"]
     main(
         [

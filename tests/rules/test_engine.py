@@ -20,8 +20,8 @@ from oomdoctor.errors import BadInput
 from oomdoctor.facts.config import config_from_mapping
 from oomdoctor.facts.types import DataFacts, LogFacts, ModelFacts, OtherProcess
 from oomdoctor.rules import operators
+from oomdoctor.rules.assemble import facts_of
 from oomdoctor.rules.engine import diagnose, evaluate, load_rules
-from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import RuleLoadError, fact_path_problem
 from oomdoctor.rules.model import Condition
 from oomdoctor.rules.schema import rules_json_schema, rules_json_schema_text
@@ -170,6 +170,14 @@ def test_unknown_derived_fact_and_fact_reference_are_checked(tmp_path: Path) -> 
     assert "data.longest" in str(err) and err.line == line_of(text, "data.longest")
 
 
+def test_misspelt_derived_fact_or_config_key_names_file_and_line(tmp_path: Path) -> None:
+    for i, wrong in enumerate(("derived.micro_batsh", "config.raw.save_only_modle")):
+        text = VALID.replace("derived.micro_batch", wrong)
+        (tmp_path / str(i)).mkdir()
+        err = load_error(tmp_path / str(i), {"a.yaml": text})
+        assert err.file.endswith("a.yaml") and err.line == line_of(text, wrong) and wrong in str(err)
+
+
 def test_placeholder_must_name_a_changed_field_or_fact(tmp_path: Path) -> None:
     text = VALID.replace("why {old.per_device_train_batch_size}", "why {old.cutoff_len}")
     err = load_error(tmp_path, {"a.yaml": text})
@@ -228,6 +236,10 @@ def test_fact_paths_are_checked_against_the_dataclasses() -> None:
     assert fact_path_problem("estimate.terms.logits_loss") is None
     assert fact_path_problem("env.PYTORCH_CUDA_ALLOC_CONF") is None
     assert fact_path_problem("config.raw.save_only_model") is None
+    assert fact_path_problem("config.raw.task") is None  # `llamafactory-cli eval` reads it
+    assert "no config key" in (fact_path_problem("config.raw.save_only_modle") or "")
+    assert fact_path_problem("derived.processes_at_least") is None
+    assert "known: " in (fact_path_problem("derived.world_sise") or "")
     assert fact_path_problem("config.cutof_len") is not None
     assert fact_path_problem("gpus.first") is not None
     assert fact_path_problem("derived.nothing") is not None
@@ -237,12 +249,10 @@ def test_fact_paths_are_checked_against_the_dataclasses() -> None:
 # --- operators and conditions -----------------------------------------------------------------------------
 
 
-def _facts(**derived: Any) -> Facts:
-    facts = Facts(
+def _facts() -> Any:
+    return facts_of(
         config=course(), log=gpu_oom("first_batch"), env={"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}
     )
-    facts.derived = derived
-    return facts
 
 
 @pytest.mark.parametrize(
@@ -268,7 +278,7 @@ def _facts(**derived: Any) -> Facts:
         ({"fact": "log.requested_mib", "ratio_gt": {"of": "log.capacity_mib", "value": 1.0}}, False),
         ({"fact": "log.requested_mib", "ratio_lt": {"of": "log.capacity_mib", "value": 0.1}}, True),
         (
-            {"fact": "log.requested_mib", "ratio_le": {"of": "gpu_total_mib", "value": 0.1}},
+            {"fact": "log.requested_mib", "ratio_le": {"of": "data.max_tokens", "value": 0.1}},
             None,
         ),  # base unknown
         (
@@ -334,18 +344,18 @@ def test_bundled_rules_validate_against_the_json_schema() -> None:
 
 def test_unknown_answer_key_lists_questions() -> None:
     with pytest.raises(BadInput) as info:
-        diagnose(Facts(config=course(), answers={"stage": "eval"}))
+        diagnose(facts_of(config=course(), answers={"stage": "eval"}))
     assert "phase" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_bad_answer_value_lists_allowed() -> None:
     with pytest.raises(BadInput) as info:
-        diagnose(Facts(config=course(), answers={"phase": "middle"}))
+        diagnose(facts_of(config=course(), answers={"phase": "middle"}))
     assert "first_batch" in str(info.value) and "long_sample" in str(info.value)
 
 
 def test_without_log_the_phase_is_asked() -> None:
-    d = diagnose(Facts(config=course()))
+    d = diagnose(facts_of(config=course()))
     assert d.oom and d.phase == "unknown" and d.proposal is None
     keys = [q.key for q in d.questions]
     # Only the phase: its answer settles whether the weights loaded, and which memory is asked next.
@@ -357,7 +367,7 @@ def test_without_log_the_phase_is_asked() -> None:
 
 
 def test_answered_phase_gives_a_proposal() -> None:
-    d = diagnose(Facts(config=course(), answers={"phase": "first_batch", "memory_kind": "gpu"}))
+    d = diagnose(facts_of(config=course(), answers={"phase": "first_batch", "memory_kind": "gpu"}))
     assert d.phase == "first_batch" and d.proposal is not None
     assert d.proposal.rule == "first_batch.halve_micro_batch"
     assert d.proposal.changes == {
@@ -367,25 +377,25 @@ def test_answered_phase_gives_a_proposal() -> None:
 
 
 def test_weights_not_loaded_means_load_phase() -> None:
-    d = diagnose(Facts(config=course(), answers={"weights_loaded": "no"}))
+    d = diagnose(facts_of(config=course(), answers={"weights_loaded": "no"}))
     assert d.phase == "load"
 
 
 def test_question_asked_only_when_an_answer_could_match() -> None:
     # Phase answered, memory unknown: the load nodes need memory_kind, so it is asked.
-    d = diagnose(Facts(config=course(), answers={"phase": "load"}))
+    d = diagnose(facts_of(config=course(), answers={"phase": "load"}))
     assert "memory_kind" in [q.key for q in d.questions]
     # Answering it gives a proposal and no more question about it.
-    d = diagnose(Facts(config=course(), answers={"phase": "load", "memory_kind": "host"}))
+    d = diagnose(facts_of(config=course(), answers={"phase": "load", "memory_kind": "host"}))
     assert "memory_kind" not in [q.key for q in d.questions]
     assert d.proposal is not None and d.proposal.rule == "host_ram.loading_weights" and d.cause == "host_ram"
     # Phase unknown: no node could match whatever the card is, so card_bf16 is not asked.
-    d = diagnose(Facts(config=course()))
+    d = diagnose(facts_of(config=course()))
     assert "card_bf16" not in [q.key for q in d.questions]
 
 
 def test_no_oom_in_log() -> None:
-    d = diagnose(Facts(config=course(), log=LogFacts(oom=False, phase="none")))
+    d = diagnose(facts_of(config=course(), log=LogFacts(oom=False, phase="none")))
     assert not d.oom and d.phase == "none" and d.proposal is None and d.alternatives == []
     assert d.findings[0].id == "no_oom"
 
@@ -394,7 +404,7 @@ def test_no_oom_in_log() -> None:
 
 
 def test_gradient_checkpointing_default_is_a_finding_not_a_proposal() -> None:
-    d = diagnose(Facts(config=course(per_device_train_batch_size=1), log=gpu_oom("first_batch")))
+    d = diagnose(facts_of(config=course(per_device_train_batch_size=1), log=gpu_oom("first_batch")))
     assert "activations.enable_gradient_checkpointing" not in rule_ids(d)
     guard = next(f for f in d.findings if f.id == "guard.activations.enable_gradient_checkpointing")
     assert "default" in guard.text["en"] and "默认" in guard.text["zh"]
@@ -403,7 +413,7 @@ def test_gradient_checkpointing_default_is_a_finding_not_a_proposal() -> None:
 
 def test_gradient_checkpointing_off_is_proposed_by_removing_the_key() -> None:
     d = diagnose(
-        Facts(
+        facts_of(
             config=course(per_device_train_batch_size=1, disable_gradient_checkpointing=True),
             log=gpu_oom("first_batch"),
         )
@@ -416,7 +426,7 @@ def test_gradient_checkpointing_off_is_proposed_by_removing_the_key() -> None:
 
 def test_ranking_proposal_first_then_alternatives_in_rank_order() -> None:
     log = gpu_oom("first_batch", frames=["forward", "cross_entropy"], reserved_unallocated_mib=2000.0)
-    d = diagnose(Facts(config=course(), log=log))
+    d = diagnose(facts_of(config=course(), log=log))
     ids = rule_ids(d)
     # The course's order: the batch first; the allocator setting is the next option, then the fused loss.
     assert ids[:2] == ["first_batch.halve_micro_batch", "fragmentation.expandable_segments"]
@@ -432,14 +442,14 @@ def test_ranking_proposal_first_then_alternatives_in_rank_order() -> None:
 
 def test_fragmentation_guard_when_already_set() -> None:
     log = gpu_oom("first_batch", reserved_unallocated_mib=2000.0)
-    d = diagnose(Facts(config=course(), log=log, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}))
+    d = diagnose(facts_of(config=course(), log=log, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}))
     assert "fragmentation.expandable_segments" not in rule_ids(d)
     assert any(f.id == "guard.fragmentation.expandable_segments" for f in d.findings)
 
 
 def test_halving_floors_at_one_and_keeps_the_product() -> None:
     d = diagnose(
-        Facts(
+        facts_of(
             config=course(per_device_train_batch_size=3, gradient_accumulation_steps=4),
             log=gpu_oom("first_batch"),
         )
@@ -452,7 +462,7 @@ def test_halving_floors_at_one_and_keeps_the_product() -> None:
 
 def test_inexact_product_is_reported() -> None:
     d = diagnose(
-        Facts(
+        facts_of(
             config=course(per_device_train_batch_size=5, gradient_accumulation_steps=3),
             log=gpu_oom("first_batch"),
         )
@@ -466,7 +476,7 @@ def test_inexact_product_is_reported() -> None:
 
 
 def test_eval_spike_never_touches_the_training_batch() -> None:
-    d = diagnose(Facts(config=course(), log=gpu_oom("eval")))
+    d = diagnose(facts_of(config=course(), log=gpu_oom("eval")))
     assert d.proposal.rule == "eval.match_train_micro_batch" and d.cause == "eval_batch"
     assert d.proposal.changes == {"per_device_eval_batch_size": [8, 4]}
     for p in [d.proposal, *d.alternatives]:
@@ -479,14 +489,14 @@ def test_deepspeed_template_is_read_and_attached() -> None:
     config = config_from_mapping(
         {**COURSE, "finetuning_type": "full", "deepspeed": "ds_z2_config.json"}, world_size=8
     )
-    d = diagnose(Facts(config=config, log=log))
+    d = diagnose(facts_of(config=config, log=log))
     assert d.proposal.rule == "optimizer_step.shard_with_zero3"
     assert d.proposal.changes == {"deepspeed": ["ds_z2_config.json", "ds_z3_config.json"]}
     assert d.proposal.files["ds_z3_config.json"]["zero_optimization"]["stage"] == 3
 
 
 def test_lora_optimizer_offload_is_guarded_with_the_course_reason() -> None:
-    d = diagnose(Facts(config=course(), log=gpu_oom("optimizer_step")))
+    d = diagnose(facts_of(config=course(), log=gpu_oom("optimizer_step")))
     assert "optimizer_step.offload_optimizer" not in rule_ids(d)
     guard = next(f for f in d.findings if f.id == "guard.optimizer_step.offload_optimizer")
     assert "LoRA" in guard.text["en"] and "LoRA" in guard.text["zh"]
@@ -503,7 +513,7 @@ def test_other_process_listed_under_host_pid_is_not_counted() -> None:
         reserved_unallocated_mib=3010.0,
         other_processes=[OtherProcess(pid=17949, used_mib=21617.0)],
     )
-    d = diagnose(Facts(config=course(), log=log))
+    d = diagnose(facts_of(config=course(), log=log))
     assert "other_process.free_the_card" not in rule_ids(d)
     assert any(f.id == "self_listed" and "17949" in f.text["en"] for f in d.findings)
 
@@ -519,7 +529,7 @@ def test_other_process_with_this_process_line_is_counted() -> None:
         reserved_unallocated_mib=11.0,
         other_processes=[OtherProcess(pid=149826, used_mib=17388.0)],
     )
-    d = diagnose(Facts(config=course(), log=log))
+    d = diagnose(facts_of(config=course(), log=log))
     assert d.proposal.rule == "other_process.free_the_card" and d.proposal.manual
     assert d.cause == "other_process" and d.proposal.changes == {}
     assert "149826" in d.proposal.why["en"] and "149826" in d.proposal.why["zh"]
@@ -532,35 +542,35 @@ def test_small_sibling_contexts_are_not_another_process() -> None:
         process_in_use_mib=30000.0,
         other_processes=[OtherProcess(pid=11, used_mib=420.0), OtherProcess(pid=12, used_mib=420.0)],
     )
-    d = diagnose(Facts(config=course(), log=log))
+    d = diagnose(facts_of(config=course(), log=log))
     assert "other_process.free_the_card" not in rule_ids(d)
 
 
 def test_request_larger_than_the_card_is_not_tuning() -> None:
     log = gpu_oom("first_batch", requested_mib=40000.0)
-    d = diagnose(Facts(config=course(), log=log))
+    d = diagnose(facts_of(config=course(), log=log))
     assert d.proposal.rule == "request_exceeds_card.config_error" and d.proposal.manual
     assert d.cause == "request_exceeds_card"
 
 
 def test_bf16_on_a_card_without_bf16_and_the_question() -> None:
     config = course(fp16=None, bf16=True)
-    d = diagnose(Facts(config=config, log=gpu_oom("first_batch")))
+    d = diagnose(facts_of(config=config, log=gpu_oom("first_batch")))
     assert "card_bf16" in [q.key for q in d.questions]
-    d = diagnose(Facts(config=config, log=gpu_oom("first_batch"), answers={"card_bf16": "no"}))
+    d = diagnose(facts_of(config=config, log=gpu_oom("first_batch"), answers={"card_bf16": "no"}))
     assert d.proposal.rule == "precision.bf16_on_card_without_bf16"
     assert d.proposal.changes == {"bf16": [True, False], "fp16": [False, True]}  # pure_bf16 already off: no change
 
 
 def test_cutoff_is_never_lowered_without_lengths() -> None:
-    d = diagnose(Facts(config=course(per_device_train_batch_size=1), log=gpu_oom("long_sample")))
+    d = diagnose(facts_of(config=course(per_device_train_batch_size=1), log=gpu_oom("long_sample")))
     assert "long_sample.lower_cutoff" not in rule_ids(d)
     assert "long_sample.measure_lengths" in rule_ids(d)
 
 
 def test_cutoff_above_longest_saves_nothing() -> None:
     data = DataFacts(source="given", max_tokens=957)
-    d = diagnose(Facts(config=course(per_device_train_batch_size=1), log=gpu_oom("long_sample"), data=data))
+    d = diagnose(facts_of(config=course(per_device_train_batch_size=1), log=gpu_oom("long_sample"), data=data))
     assert "long_sample.lower_cutoff" not in rule_ids(d)
     finding = next(f for f in d.findings if f.id == "cutoff_above_longest")
     assert "957" in finding.text["en"] and "2048" in finding.text["zh"]
@@ -570,7 +580,7 @@ def test_cutoff_from_p99_says_how_many_are_cut() -> None:
     data = DataFacts(
         source="tokenized", samples=1600, max_tokens=3000, p99_tokens=1500, cutoff_len=1504, truncated=15
     )
-    d = diagnose(Facts(config=course(per_device_train_batch_size=1), log=gpu_oom("long_sample"), data=data))
+    d = diagnose(facts_of(config=course(per_device_train_batch_size=1), log=gpu_oom("long_sample"), data=data))
     proposal = next(p for p in [d.proposal, *d.alternatives] if p.rule == "long_sample.lower_cutoff")
     assert proposal.changes == {"cutoff_len": [2048, 1504]}
     assert "15 of 1600" in proposal.cost["en"]
@@ -578,7 +588,7 @@ def test_cutoff_from_p99_says_how_many_are_cut() -> None:
 
 def test_requirement_is_checked_without_importing(monkeypatch: pytest.MonkeyPatch) -> None:
     log = gpu_oom("first_batch", frames=["cross_entropy"])
-    d = diagnose(Facts(config=course(per_device_train_batch_size=1), log=log))
+    d = diagnose(facts_of(config=course(per_device_train_batch_size=1), log=log))
     liger = next(p for p in [d.proposal, *d.alternatives] if p.rule == "logits.liger_fused_loss")
     assert liger.changes == {"enable_liger_kernel": [False, True]}
     assert any("liger-kernel" in r["en"] for r in liger.requires)
@@ -587,7 +597,7 @@ def test_requirement_is_checked_without_importing(monkeypatch: pytest.MonkeyPatc
 
 def test_log_only_diagnosis_uses_the_log_values() -> None:
     log = gpu_oom("first_batch", instantaneous_batch_size=4, gradient_accumulation_steps=8, world_size=1)
-    d = diagnose(Facts(log=log))
+    d = diagnose(facts_of(log=log))
     assert d.proposal.rule == "first_batch.halve_micro_batch"
     assert d.proposal.changes == {
         "per_device_train_batch_size": [4, 2],
@@ -597,7 +607,7 @@ def test_log_only_diagnosis_uses_the_log_values() -> None:
 
 
 def test_texts_are_rendered_in_both_languages() -> None:
-    d = diagnose(Facts(config=course(), log=gpu_oom("first_batch")))
+    d = diagnose(facts_of(config=course(), log=gpu_oom("first_batch")))
     for text in (d.proposal.title, d.proposal.why, d.proposal.cost, d.proposal.judge):
         assert set(text) == {"en", "zh"} and "{" not in text["en"] and "{" not in text["zh"]
     assert "2" in d.proposal.why["zh"] and "16" in d.proposal.why["en"]
@@ -626,13 +636,13 @@ def test_effect_is_estimated_in_the_phase_that_ran_out(phase: str, estimate_phas
     data = DataFacts(source="given", max_tokens=957)
     est = estimate(config, QWEN3_06B, data=data, gpu_total_mib=V100_MIB)
     d = diagnose(
-        Facts(
+        facts_of(
             config=config,
             log=gpu_oom(phase),
             model=QWEN3_06B,
             data=data,
             estimate=est,
-            gpu_total_mib=V100_MIB,
+            capacity_mib=V100_MIB,
         )
     )
     effect = d.proposal.effect
@@ -648,13 +658,13 @@ def test_effect_says_when_another_phase_holds_the_peak() -> None:
     est = estimate(config, QWEN3_06B, data=data, gpu_total_mib=V100_MIB)
     assert est.phases["eval"] > est.phases["train"]  # the default eval batch of 8 is the larger peak
     d = diagnose(
-        Facts(
+        facts_of(
             config=config,
             log=gpu_oom("first_batch"),
             model=QWEN3_06B,
             data=data,
             estimate=est,
-            gpu_total_mib=V100_MIB,
+            capacity_mib=V100_MIB,
         )
     )
     effect = d.proposal.effect
@@ -663,7 +673,7 @@ def test_effect_says_when_another_phase_holds_the_peak() -> None:
 
 
 def test_no_effect_without_a_model() -> None:
-    d = diagnose(Facts(config=course(), log=gpu_oom("first_batch")))
+    d = diagnose(facts_of(config=course(), log=gpu_oom("first_batch")))
     assert d.proposal.effect is None
 
 
@@ -671,7 +681,7 @@ def test_no_effect_without_a_model() -> None:
 
 
 def test_json_contract_keys() -> None:
-    d = diagnose(Facts(config=course(), log=gpu_oom("first_batch", step=1)))
+    d = diagnose(facts_of(config=course(), log=gpu_oom("first_batch", step=1)))
     out = json.loads(json.dumps(d.to_json()))
     for key in (
         "oom",
@@ -692,7 +702,7 @@ def test_json_contract_keys() -> None:
     for key in ("rule", "changes", "why", "cost", "judge"):
         assert key in out["proposal"]
     assert out["proposal"]["changes"]["per_device_train_batch_size"] == [4, 2]
-    d = diagnose(Facts(config=course()))
+    d = diagnose(facts_of(config=course()))
     q = d.to_json()["questions"][0]
     assert q["key"] == "phase" and "first_batch" in q["allowed"]
 
@@ -742,27 +752,28 @@ def test_fallback_is_offered_only_when_nothing_else_matches(tmp_path: Path) -> N
     folder = write_rules(tmp_path, {"a.yaml": VALID, "b.yaml": fallback})
     rules = load_rules(folder)
     answers = {"phase": "first_batch", "memory_kind": "gpu"}
-    d = diagnose(Facts(config=course(), answers=answers), rules)
+    d = diagnose(facts_of(config=course(), answers=answers), rules)
     assert rule_ids(d) == ["test.halve"]
-    d = diagnose(Facts(config=course(per_device_train_batch_size=1), answers=answers), rules)
+    d = diagnose(facts_of(config=course(per_device_train_batch_size=1), answers=answers), rules)
     assert rule_ids(d) == ["test.fallback"] and d.proposal.manual
 
 
-def test_world_size_from_the_lower_bounds_a_log_gives() -> None:
-    def world(**fields: Any) -> Any:
-        return diagnose(Facts(log=gpu_oom("first_batch", **fields))).facts["derived"]["world_size"]
+def test_world_size_from_what_states_it_and_a_rank_only_as_a_lower_bound() -> None:
+    def settled(**fields: Any) -> Any:
+        d = diagnose(facts_of(log=gpu_oom("first_batch", **fields))).facts["derived"]
+        return d["world_size"], d["processes_at_least"]
 
-    assert world(gpu_index=5) == 6  # an OOM on "GPU 5": the process sees six or more cards
-    assert world(rank=2, gpu_index=0) == 3
+    assert settled(gpu_index=5) == (None, 6)  # an OOM on "GPU 5": local rank 5, six or more processes
+    assert settled(rank=2, gpu_index=0) == (None, 3)  # [rank2]: three or more processes, how many unsaid
     banner = {"instantaneous_batch_size": 2, "gradient_accumulation_steps": 4, "total_train_batch_size": 64}
-    assert world(**banner) == 8
-    assert world(world_size=2, gpu_index=5) == 2  # the banner's own count wins
-    assert world(gpu_index=0) == 1
+    assert settled(**banner) == (8, 8)  # the banner's total is batch x accumulation x processes
+    assert settled(world_size=2, gpu_index=5) == (2, 2)  # the banner's own count wins
+    assert settled(gpu_index=0) == (None, 1)
 
 
 def test_finetuning_type_a_pasted_excerpt_implies() -> None:
     def kind(config: Any, log: LogFacts) -> Any:
-        return diagnose(Facts(config=config, log=log)).facts["derived"]["finetuning_type"]
+        return diagnose(facts_of(config=config, log=log)).facts["derived"]["finetuning_type"]
 
     partial = config_from_mapping({"per_device_train_batch_size": 1})
     adam = gpu_oom("optimizer_step", requested_mib=3215.0)
@@ -788,7 +799,7 @@ def test_card_bf16_from_a_card_name() -> None:
 def test_cut_traceback_memory_kind() -> None:
     def kind(phase: str, frames: list[str] | None = None) -> tuple[Any, Any]:
         log = LogFacts(oom=False, phase=phase, traceback_cut=True, frames=frames or [])
-        d = diagnose(Facts(config=course(), log=log)).facts["derived"]
+        d = diagnose(facts_of(config=course(), log=log)).facts["derived"]
         return d["memory_kind"], d["memory_kind_source"]
 
     for phase in ("first_batch", "long_sample", "eval", "optimizer_step"):
@@ -800,34 +811,37 @@ def test_cut_traceback_memory_kind() -> None:
 
 def test_questions_come_one_tier_at_a_time() -> None:
     config = course(fp16=None, bf16=True, per_device_train_batch_size=1, gradient_accumulation_steps=32)
-    asked = [q.key for q in diagnose(Facts(config=config)).questions]
+    asked = [q.key for q in diagnose(facts_of(config=config)).questions]
     assert asked == ["phase"]
-    asked = [q.key for q in diagnose(Facts(config=config, answers={"phase": "first_batch"})).questions]
+    asked = [q.key for q in diagnose(facts_of(config=config, answers={"phase": "first_batch"})).questions]
     assert asked == ["memory_kind"]
     answers = {"phase": "first_batch", "memory_kind": "gpu"}
-    d = diagnose(Facts(config=config, answers=answers))
+    d = diagnose(facts_of(config=config, answers=answers))
     assert [q.key for q in d.questions] == ["card_bf16"] and d.proposal is not None
     assert d.questions[0].asked_by == "precision.bf16_on_card_without_bf16"  # what "no" would propose
-    d = diagnose(Facts(config=config, answers={**answers, "card_bf16": "no"}))
+    d = diagnose(facts_of(config=config, answers={**answers, "card_bf16": "no"}))
     assert d.questions == [] and d.proposal.rule == "precision.bf16_on_card_without_bf16"
 
 
 def test_a_question_whose_answers_change_nothing_is_not_asked() -> None:
     # Another process holds half the card: that is the advice wherever it stopped.
     log = gpu_oom(
-        "unknown", other_processes=[OtherProcess(pid=149826, used_mib=17387.5)], allocated_mib=1000.0
+        "unknown",
+        other_processes=[OtherProcess(pid=149826, used_mib=17387.5)],
+        allocated_mib=1000.0,
+        process_in_use_mib=1300.0,  # "this process has": the listed one is another job's
     )
-    d = diagnose(Facts(config=course(), log=log))
+    d = diagnose(facts_of(config=course(), log=log))
     assert d.proposal.rule == "other_process.free_the_card" and d.questions == []
     # A load-phase cut traceback: gpu is only assumed, and "host" would change the advice.
     load = LogFacts(oom=False, phase="load", traceback_cut=True, weights_loaded=False)
-    d = diagnose(Facts(config=course(), log=load))
+    d = diagnose(facts_of(config=course(), log=load))
     assert d.proposal is not None and [q.key for q in d.questions] == ["memory_kind"]
 
 
 def test_the_same_change_is_offered_once() -> None:
     log = LogFacts(oom=False, phase="eval", traceback_cut=True, frames=["evaluation_loop", "nested_concat"])
-    d = diagnose(Facts(config=course(compute_accuracy=True), log=log))
+    d = diagnose(facts_of(config=course(compute_accuracy=True), log=log))
     assert d.proposal.rule == "eval.predictions_pile_up"
     assert "eval.offload_predictions" not in rule_ids(
         d
@@ -866,6 +880,6 @@ PHASES_AFTER_ANSWER = ("load", "first_batch", "long_sample", "eval", "save", "op
 def test_every_located_gpu_oom_ends_with_a_proposal(raw: dict[str, Any] | None) -> None:
     config = config_from_mapping(raw) if raw is not None else None
     for phase in PHASES_AFTER_ANSWER:
-        d = diagnose(Facts(config=config, answers={"phase": phase, "memory_kind": "gpu", "card_bf16": "yes"}))
+        d = diagnose(facts_of(config=config, answers={"phase": phase, "memory_kind": "gpu", "card_bf16": "yes"}))
         assert d.phase == phase and d.proposal is not None, f"{phase}: no proposal"
         assert d.cause != "unknown" or d.proposal.rule.startswith("precision."), (phase, d.proposal.rule)

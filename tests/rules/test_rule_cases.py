@@ -6,7 +6,7 @@ optional ``gpu``, ``model``, ``data``, ``estimate``, ``answers``, ``env``, ``log
 the log names it), and ``triggers`` (is the file's rule
 the proposal or an alternative?) plus ``expect``: ``phase``, ``cause``, ``proposal`` (the first proposal's
 rule, or null), ``changes`` (the file's rule's ``{field: [old, new]}``), ``changed_fields``, ``new_values``,
-``questions_include``/``questions_exclude`` (question keys), ``findings_include`` (finding ids), ``oom``.
+``questions_include``/``questions_exclude`` (question keys), ``findings_include``/``findings_exclude`` (finding ids), ``oom``.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ def test_case(path: Path, rule: str, case: dict[str, Any]) -> None:
     found = {f.id for f in d.findings}
     for fid in expect.get("findings_include", []):
         assert fid in found, f"findings: {sorted(found)}"
+    for fid in expect.get("findings_exclude", []):
+        assert fid not in found, f"findings: {sorted(found)}"
     if case["triggers"]:
         proposal = offered[rule]
         for text in (proposal.title, proposal.why, proposal.cost, proposal.judge):

@@ -166,7 +166,7 @@ def test_not_a_trial_folder_is_bad_input(tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "result.json").write_text("{not json")
-    with pytest.raises(BadInput, match="cannot be read"):
+    with pytest.raises(BadInput, match="result.json is not valid JSON"):
         compare_trials([broken])
 
 

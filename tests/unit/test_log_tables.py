@@ -79,7 +79,7 @@ def _top_level_alternatives(pattern: str) -> list[str]:
 
 def test_frame_and_code_entries_name_known_roles_and_phases() -> None:
     for entry in RAW["frames"] + RAW["code"]:
-        assert entry["role"] in ("context", "after_step", "train", "loss", "forward")
+        assert entry["role"] in ("context", "after_step", "train", "rollout", "loss", "forward")
         if entry["role"] == "context":
             assert entry["phase"] in PHASES
         assert entry["why"]["en"] and entry["why"]["zh"]

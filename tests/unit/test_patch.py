@@ -309,8 +309,9 @@ def test_cwd_wins_when_paths_resolve_there(course, tmp_path, monkeypatch):
 
 def test_absolute_paths_need_no_run_dir(tmp_path):
     src = tmp_path / "c.yaml"
+    (tmp_path / "data").mkdir()  # a new folder is never put inside the run's dataset_dir
     src.write_text(
-        f"dataset_dir: {tmp_path}\ndataset: x\nper_device_train_batch_size: 4\ngradient_accumulation_steps: 8\n",
+        f"dataset_dir: {tmp_path / 'data'}\ndataset: x\nper_device_train_batch_size: 4\ngradient_accumulation_steps: 8\n",
         encoding="utf-8",
     )
     result = write_patched_config(src, proposal(), tmp_path / "t")

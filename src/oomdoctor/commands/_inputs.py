@@ -8,28 +8,83 @@ hand ``gather_kwargs(args)`` to ``oomdoctor.api``.
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 from typing import Any
 
+from oomdoctor.errors import one_line
 from oomdoctor.i18n import help_text, msg
+
+# Sane upper bounds for numbers typed on the command line: past them a value is a typo (or hostile), and a
+# loop over it (sampling every 1e-300 s, a 1e309 MiB card) would hang or overflow.
+MAX_TOKENS = 1 << 30
+MAX_GPU_MIB = 10_000_000.0  # 10 TB of card memory
+
+
+def _parse_int(text: str) -> int | None:
+    word = text.strip()
+    if not word or len(word) > 20:  # also keeps int() away from Python's 4,300-digit limit
+        return None
+    try:
+        return int(word)
+    except ValueError:
+        return None
+
+
+def _parse_float(text: str) -> float | None:
+    word = text.strip()
+    if not word or len(word) > 40:
+        return None
+    try:
+        value = float(word)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None  # nan, inf, 1e309
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number in ``[low, high]``."""
+
+    def parse(text: str) -> int:
+        value = _parse_int(text)
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                msg("arg_int_range", None, low=f"{low:,}", high=f"{high:,}", value=one_line(text))
+            )
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def number_in(low: float, high: float, *, low_open: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number in ``[low, high]`` (``(low, high]`` with ``low_open``)."""
+
+    def parse(text: str) -> float:
+        value = _parse_float(text)
+        below = value is None or value < low or (low_open and value <= low)
+        if below or value is None or value > high:
+            shown_low = f"{low:g}" + (" (exclusive)" if low_open else "")
+            raise argparse.ArgumentTypeError(
+                msg("arg_range", None, low=shown_low, high=f"{high:g}", value=one_line(text))
+            )
+        return value
+
+    parse.__name__ = "number"
+    return parse
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(msg("arg_positive_int", None, value=text)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(msg("arg_positive_int", None, value=text))
+    value = _parse_int(text)
+    if value is None or not 1 <= value <= MAX_TOKENS:
+        raise argparse.ArgumentTypeError(msg("arg_positive_int", None, value=one_line(text)))
     return value
 
 
 def positive_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(msg("arg_positive_number", None, value=text)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(msg("arg_positive_number", None, value=text))
+    value = _parse_float(text)
+    if value is None or value <= 0 or value > MAX_GPU_MIB:
+        raise argparse.ArgumentTypeError(msg("arg_positive_number", None, value=one_line(text)))
     return value
 
 
@@ -112,7 +167,7 @@ def gather_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
     return {
         "answers": parse_answers(getattr(args, "answer", None)),
-        "gpu_total_mib": getattr(args, "gpu_mib", None),
+        "capacity_mib": getattr(args, "gpu_mib", None),
         "longest_tokens": getattr(args, "longest_tokens", None),
         "eval_longest_tokens": getattr(args, "eval_longest_tokens", None),
         "lengths_file": getattr(args, "lengths", None),

@@ -127,6 +127,8 @@ def report(
     ]
     if numbers:
         out.append(msg("r_numbers_sep", lang).join(numbers) + msg("r_numbers_end", lang))
+    if d.account is not None:
+        out.append(f"{msg('r_account', lang)} {pick(d.account['line'], lang)}")
     # What a guard skipped is shown with the proposal ("Already on"); list it here only without one.
     shown = [f for f in d.findings if d.proposal is None or not f.id.startswith("guard.")]
     if shown:

@@ -43,7 +43,26 @@ def register(parser: argparse.ArgumentParser) -> None:
             '显卡型号,如 "V100-32GB"、"RTX 4090"、"A100-80GB"',
         ),
     )
+    parser.add_argument(
+        "--no-calibration",
+        action="store_true",
+        help=help_text(
+            "ignore a calibration that a probe trial of the same setting stored",
+            "忽略同一设置下探测试跑保存的校准结果",
+        ),
+    )
     add_json(parser)
+
+
+def calibration_card(card_name: str | None) -> str | None:
+    """The card a calibration is looked up for: the named card, else this machine's host memory when no
+    NVIDIA GPU is visible (a CPU trial calibrates the RSS); None when a GPU is there but unnamed."""
+    if card_name:
+        return card_name
+    from oomdoctor.estimate.calibrate import HOST_CARD
+    from oomdoctor.facts.gpu import read_gpu
+
+    return HOST_CARD if not read_gpu().available else None
 
 
 def _card(args: argparse.Namespace) -> tuple[str | None, float | None]:
@@ -78,10 +97,16 @@ def build(args: argparse.Namespace) -> tuple[ConfigFacts, ModelFacts, Estimate, 
         raise BadInput(msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json"))
     data = known_lengths(args.lengths, args.longest_tokens, args.eval_longest_tokens)
     card_name, total_mib = _card(args)
-    result = estimate(config, model, data=data, gpu_total_mib=total_mib)
+    calibration = None
+    if not getattr(args, "no_calibration", False):
+        from oomdoctor.estimate.calibrate import find_calibration
+
+        calibration = find_calibration(config, calibration_card(card_name))
+    result = estimate(config, model, data=data, gpu_total_mib=total_mib, calibration=calibration)
     extra: dict[str, Any] = {"card": card_name, "fit_margin": FIT_MARGIN}
     if total_mib:
-        batch = largest_fitting_micro_batch(config, model, data=data, gpu_total_mib=total_mib)
+        batch = largest_fitting_micro_batch(config, model, data=data, gpu_total_mib=total_mib,
+                                            calibration=calibration)  # fmt: skip
         extra["fitting_micro_batch"] = batch
         extra["fitting_accumulation"] = accumulation_for(config, batch) if batch else None
     return config, model, result, extra
@@ -169,6 +194,9 @@ def report(config: ConfigFacts, model: ModelFacts, result: Estimate, extra: dict
             out.append(msg("est_fitting_batch", lang, margin=margin, batch=batch, accumulation=extra.get("fitting_accumulation")))
         else:
             out.append(msg("est_fitting_none", lang, margin=margin))
+    if result.calibration:
+        names = ", ".join(result.calibration["from_calibration"]) or "-"
+        out += ["", msg("est_calibrated", lang, text=result.calibration["text"][lang], names=names)]
     if result.notes:
         out += ["", msg("est_assumptions", lang)]
         out += [f"  - {note[lang]}" for note in result.notes]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oomdoctor import inputs
 from oomdoctor.commands._inputs import add_run_inputs, gather_kwargs
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK, BadInput
 from oomdoctor.i18n import help_text, msg, pick
@@ -90,9 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from oomdoctor.patch import write_patched_config
 
     lang = args.lang
-    out = Path(args.out).expanduser()
-    if out.exists() or out.is_symlink():  # before the diagnosis, which may take a while
-        raise BadInput(msg("out_exists", None, path=out.absolute()))
+    inputs.check_new_folder(args.out)  # before the diagnosis, which may take a while
     diagnosis = run_diagnosis(args.config, args.log, **gather_kwargs(args))
     proposal = choose_proposal(diagnosis, args.rule)
     if proposal is None or not _writable(proposal):

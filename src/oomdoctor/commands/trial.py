@@ -12,6 +12,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from oomdoctor.commands._inputs import int_in, number_in
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK
 from oomdoctor.i18n import Lang, help_text, msg
 
@@ -19,6 +20,11 @@ if TYPE_CHECKING:
     from oomdoctor.trial.runner import TrialProgress, TrialResult
     from oomdoctor.trial.sampler import SampleSnapshot
 
+# Argument bounds: a trial is minutes to hours of a few steps; sampling faster than 10 ms is a busy loop.
+MAX_STEPS = 1_000_000
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MIN_INTERVAL_S = 0.01
+MAX_INTERVAL_S = 3600.0
 HEARTBEAT_S = 10.0  # while no step completes (loading), say the peak this often
 
 
@@ -30,9 +36,21 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--steps",
-        type=int,
-        default=50,
-        help=help_text("update steps to run (default 50)", "试跑的更新步数(默认 50)"),
+        type=int_in(1, MAX_STEPS),
+        default=None,
+        help=help_text(
+            "update steps to run (default 50; with --probe 1)", "试跑的更新步数(默认 50;使用 --probe 时为 1)"
+        ),
+    )
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help=help_text(
+            "probe: the longest training and validation samples first (a derived dataset in the trial folder), "
+            "then stop once load, the longest batch, the first update, one validation and one save have passed",
+            "探测:把最长的训练和验证样本放在最前(在试跑目录中生成派生数据集),通过加载、最长批次、第一次更新、"
+            "一次验证和一次保存后即停止",
+        ),
     )
     parser.add_argument(
         "--out",
@@ -41,7 +59,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=number_in(0, MAX_TIMEOUT_S, low_open=True),
         default=600.0,
         help=help_text("time limit in seconds (default 600)", "时间上限,单位秒(默认 600)"),
     )
@@ -56,7 +74,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--interval",
-        type=float,
+        type=number_in(MIN_INTERVAL_S, MAX_INTERVAL_S),
         default=0.2,
         help=help_text("sampling interval in seconds", "显存采样间隔,单位秒"),
     )
@@ -157,7 +175,34 @@ def summary(result: TrialResult, lang: Lang) -> list[str]:
         lines.append(msg("trial_warnings", lang, count=len(r["warnings"]), first=r["warnings"][0]))
     if r["other_gpu_processes"]:
         lines.append(msg("trial_others_note", lang, count=len(r["other_gpu_processes"])))
+    lines += milestone_lines(r, lang)
     lines.append(msg("trial_folder", lang, folder=result.folder))
+    return lines
+
+
+def milestone_lines(record: dict[str, Any], lang: Lang) -> list[str]:
+    """A probe's milestones, one line each, and what they mean together."""
+    marks = record.get("milestones")
+    if not marks:
+        return []
+    lines = [msg("probe_milestones", lang)]
+    for mark in marks:
+        name = msg(f"milestone_{mark['name']}", lang)
+        peak = _or_dash(mark.get("peak_mib"), "{:,.0f}")
+        if mark.get("passed") is None:
+            lines.append(msg("probe_milestone_na", lang, name=name))
+        elif mark["passed"]:
+            lines.append(msg("probe_milestone_passed", lang, name=name, step=mark.get("step"), peak=peak))
+        elif mark.get("reached"):
+            lines.append(msg("probe_milestone_failed", lang, name=name, peak=peak))
+        else:
+            lines.append(msg("probe_milestone_unreached", lang, name=name))
+    lines.append(msg("probe_all_passed" if record.get("probe_passed") else "probe_not_passed", lang))
+    calibration = record.get("calibration")
+    if calibration:
+        constants = ", ".join(f"{k} {calibration['constants'][k]:g}" for k in calibration["from_calibration"])
+        lines.append(msg("cal_written", lang, fitted=calibration["text"][lang], constants=constants,
+                         path=calibration.get("file", "-")))  # fmt: skip
     return lines
 
 
@@ -171,10 +216,15 @@ def run(args: argparse.Namespace) -> int:
     lang: Lang = args.lang
     progress_out = sys.stderr if args.json else sys.stdout
     printer = _Printer(lang, progress_out, args.show_log)
-    printer._print(msg("trial_starting", lang, out=args.out, steps=args.steps, timeout=args.timeout))
+    steps = args.steps if args.steps is not None else (1 if args.probe else 50)
+    if args.probe:
+        printer._print(msg("probe_starting", lang, out=args.out, timeout=args.timeout))
+    else:
+        printer._print(msg("trial_starting", lang, out=args.out, steps=steps, timeout=args.timeout))
     result = run_trial(
         args.config,
-        steps=args.steps,
+        steps=steps,
+        probe=args.probe,
         out_dir=args.out,
         timeout_s=args.timeout,
         launcher=args.launcher,

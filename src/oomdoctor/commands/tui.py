@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
-from oomdoctor.commands._inputs import add_known_facts, gather_kwargs, positive_int
-from oomdoctor.errors import EXIT_OK, BadInput
+from oomdoctor import inputs
+from oomdoctor.commands._inputs import add_known_facts, gather_kwargs, int_in
+from oomdoctor.errors import EXIT_OK, BadInput, one_line
 from oomdoctor.i18n import help_text, msg
 
 
@@ -33,7 +35,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def add_trial_steps(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trial-steps",
-        type=positive_int,
+        type=int_in(1, 1_000_000),
         default=None,
         help=help_text(
             "optimizer steps of a short trial (default 50, as oomdoctor trial)",
@@ -53,18 +55,22 @@ def run_app(args: argparse.Namespace, **build: Any) -> int:
 
 
 def check_file(path: str | None, what: str, what_zh: str) -> Path | None:
-    """A one-line error before the screen opens, rather than a dialog after."""
+    """A one-line error before the screen opens, rather than a dialog after: the path must be a regular
+    file (never a FIFO the app would block on)."""
     if path is None:
         return None
     p = Path(path)
-    if not p.exists():
-        raise BadInput(msg("file_missing", None, what=what, what_zh=what_zh, path=path))
-    if not p.is_file():
-        raise BadInput(msg("not_a_file", None, path=path))
+    if not os.path.lexists(p):
+        raise BadInput(msg("file_missing", None, what=what, what_zh=what_zh, path=one_line(path)))
+    inputs.stat_regular(p, what=what)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     config = check_file(getattr(args, "config", None), "config", "配置")
+    if config is not None:
+        from oomdoctor.facts.config import read_config
+
+        read_config(config)  # a config the app could not read is refused here, in one line
     log = check_file(getattr(args, "log", None), "log", "日志")
     return run_app(args, config=config, log=log, known=gather_kwargs(args))

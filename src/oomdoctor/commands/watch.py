@@ -4,6 +4,10 @@ Per GPU: name, used/total with a bar, utilisation, power and the processes on it
 bare ``Killed`` is host RAM). Without an NVIDIA GPU it says so and shows the host's RAM. Redraws in place on
 a terminal (ANSI clear), appends frames otherwise; ``--once`` prints one frame, ``--json`` one JSON object per
 frame. Ctrl+C ends it with exit 0: only this monitor stops, never the training.
+
+With ``--config`` (or ``--pid``) it watches one run (``oomdoctor.watch``): its processes, its log and
+``trainer_log.jsonl``, the coming validations and saves, and early warnings before it runs out; when the run
+ends, the frame turns into the diagnosis of its log (exit 1 when it ran out of memory).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from oomdoctor.errors import EXIT_OK, BadInput
+from oomdoctor.commands._inputs import int_in, number_in
+from oomdoctor.errors import EXIT_FAILED, EXIT_OK, BadInput
 from oomdoctor.i18n import Lang, help_text, msg
 
 CLEAR = "\x1b[H\x1b[2J"
@@ -26,8 +31,20 @@ MIB = 1024 * 1024
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--config", help=help_text("the running training's config: watch that run", "正在运行的训练配置:监视该训练")
+    )
+    parser.add_argument(
+        "--log", help=help_text("its console log or output folder (default: output_dir)", "它的控制台日志或输出目录(默认 output_dir)")
+    )
+    parser.add_argument(
+        "--lengths", help=help_text("real sample lengths (oomdoctor lengths --json)", "真实样本长度(oomdoctor lengths --json 的输出)")
+    )
+    parser.add_argument(
+        "--pid", type=int_in(1, 2**22), help=help_text("the training's process id (default: found by its command line)", "训练的进程号(默认按命令行查找)")
+    )
+    parser.add_argument(
         "--interval",
-        type=float,
+        type=number_in(0.05, 3600.0),
         default=1.0,
         help=help_text("seconds between frames (default 1)", "刷新间隔,单位秒(默认 1)"),
     )
@@ -164,4 +181,60 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.interval or args.interval <= 0:
         raise BadInput(msg("watch_bad_interval", None, value=args.interval))
+    if args.config or args.pid is not None:
+        return _watch_run(args, NvmlSource())
     return watch(NvmlSource(), lang=args.lang, interval_s=args.interval, once=args.once, as_json=args.json)
+
+
+def _watch_run(args: argparse.Namespace, source: Any) -> int:
+    from oomdoctor.watch import Watcher
+    from oomdoctor.watch.render import render_run_frame
+
+    if not args.config:
+        raise BadInput(msg("watch_needs_config", None))
+    watcher = Watcher(args.config, log_path=args.log, lengths_file=args.lengths, pid=args.pid, gpu_source=source)
+    return watch_run(
+        watcher,
+        lambda frame: render_run_frame(frame, watcher.final, args.lang),
+        interval_s=args.interval,
+        once=args.once,
+        as_json=args.json,
+    )
+
+
+def watch_run(
+    watcher: Any,
+    render: Callable[[dict[str, Any]], str],
+    *,
+    interval_s: float = 1.0,
+    once: bool = False,
+    as_json: bool = False,
+    out: TextIO | None = None,
+    stop: threading.Event | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Frames of one run until it ends (then its diagnosis: exit 1 when it ran out), Ctrl+C or ``stop``."""
+    out = out if out is not None else sys.stdout
+    stop = stop if stop is not None else threading.Event()
+    redraw = not as_json and not once and out.isatty()
+    start, shown = clock(), 0
+    try:
+        while True:
+            frame = watcher.poll()
+            text = json.dumps(frame, ensure_ascii=False) if as_json else render(frame)
+            out.write(text + "\n" if as_json or not redraw else CLEAR + text + "\n")
+            out.flush()
+            shown += 1
+            if frame["ended"]:
+                diagnosis = frame.get("diagnosis") or {}
+                return EXIT_FAILED if diagnosis.get("oom") else EXIT_OK
+            if once:
+                return EXIT_OK
+            due = start + shown * interval_s
+            now = clock()
+            while due < now:
+                due += interval_s
+            if stop.wait(due - now):
+                return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_OK

@@ -287,62 +287,105 @@ def _eval_layer_bytes_per_token(s: _Shape) -> float:
     return 4.0 * s.hidden + 2.0 * s.hidden + 2.0 * 3 * mid
 
 
-def estimate(
-    config: ConfigFacts,
-    model: ModelFacts,
-    *,
-    data: DataFacts | None = None,
-    longest_tokens: int | None = None,
-    gpu_total_mib: float | None = None,
-) -> Estimate:
-    """Per-term and per-phase peak allocated memory of one GPU, and the band nvidia-smi should show."""
-    k = constants()
-    notes = _Notes()
-    s = _shape(model)
-    stage = (config.stage or "sft").lower()
+@dataclass(slots=True)
+class _Setting:
+    """What every term reads: the config, the model's shape, the constants and the run's kind."""
+
+    config: ConfigFacts
+    model: ModelFacts
+    s: _Shape
+    k: dict[str, Any]
+    notes: _Notes
+    stage: str
+    method: str  # lora / freeze / full
+    precision: str
+    world: int
+    zero: int  # the ZeRO stage in effect (0: none)
+    amp: bool  # fp16 / bf16 autocast
+    pure: bool  # pure bf16
+    full: bool  # every linear trains (full or freeze)
+    quant_bit: int | None  # the frozen base is quantised to this many bits
+
+
+def _setting(config: ConfigFacts, model: ModelFacts, k: dict[str, Any]) -> _Setting:
     method = (config.finetuning_type or "lora").lower()
     precision = config.precision or "fp32"
-    amp = precision in ("fp16", "bf16")
-    pure = precision == "pure_bf16"
-    world = max(1, int(config.world_size or 1))
-    zero = int(config.zero_stage) if config.deepspeed and config.zero_stage else 0
+    bit = config.quantization_bit
+    return _Setting(
+        config=config,
+        model=model,
+        s=_shape(model),
+        k=k,
+        notes=_Notes(),
+        stage=(config.stage or "sft").lower(),
+        method=method,
+        precision=precision,
+        world=max(1, int(config.world_size or 1)),
+        zero=int(config.zero_stage) if config.deepspeed and config.zero_stage else 0,
+        amp=precision in ("fp16", "bf16"),
+        pure=precision == "pure_bf16",
+        full=method in ("full", "freeze"),
+        quant_bit=int(bit) if bit and method != "full" else None,
+    )
 
-    # ---- lengths: the worst batch is padded to its longest sample, rounded up to a multiple of 8
+
+@dataclass(slots=True)
+class _Lengths:
+    padded_len: int
+    padded_source: str
+    micro_batch: int
+    seqs_per_sample: int
+    tokens: int  # in one training micro-batch
+    eval_batch: int
+    eval_len: int
+    eval_tokens: int
+
+
+def _lengths(st: _Setting, data: DataFacts | None, longest_tokens: int | None) -> _Lengths:
+    """The worst batch is padded to its longest sample, rounded up to a multiple of 8."""
+    config, k, notes = st.config, st.k, st.notes
     pad = int(k["pad_to_multiple_of"])
     longest = longest_tokens if longest_tokens else (data.max_tokens if data is not None else None)
     if config.packing:
         padded_len, padded_source = int(config.cutoff_len), "cutoff_len"
         notes.add("est_note_packing", cutoff=config.cutoff_len)
     elif longest:
-        padded_len = round_up(min(int(longest), int(config.cutoff_len)), pad)
-        padded_source = "longest_sample"
+        padded_len, padded_source = round_up(min(int(longest), int(config.cutoff_len)), pad), "longest_sample"
     else:
         padded_len, padded_source = round_up(int(config.cutoff_len), pad), "cutoff_len"
         notes.add("est_note_cutoff_len", cutoff=config.cutoff_len)
-    seqs_per_sample = int(k["sequences_per_sample"].get(stage, k["sequences_per_sample"]["default"]))
+    seqs_per_sample = int(k["sequences_per_sample"].get(st.stage, k["sequences_per_sample"]["default"]))
     micro_batch = int(config.per_device_train_batch_size)
-    sequences = micro_batch * seqs_per_sample
-    tokens = sequences * padded_len
     if seqs_per_sample > 1:
-        notes.add("est_note_pairs", stage=stage)
-    if stage == "ppo":
+        notes.add("est_note_pairs", stage=st.stage)
+    if st.stage == "ppo":
         notes.add("est_note_ppo")
-
     eval_batch = int(config.per_device_eval_batch_size)
     eval_len = padded_len
     if data is not None and data.eval_max_tokens:
         eval_len = round_up(min(int(data.eval_max_tokens), int(config.cutoff_len)), pad)
     elif config.do_eval:
         notes.add("est_note_eval_len", length=eval_len)
-    eval_tokens = eval_batch * seqs_per_sample * eval_len
+    return _Lengths(
+        padded_len=padded_len,
+        padded_source=padded_source,
+        micro_batch=micro_batch,
+        seqs_per_sample=seqs_per_sample,
+        tokens=micro_batch * seqs_per_sample * padded_len,
+        eval_batch=eval_batch,
+        eval_len=eval_len,
+        eval_tokens=eval_batch * seqs_per_sample * eval_len,
+    )
 
-    # ---- parameters
+
+def _trainable(st: _Setting) -> tuple[set[str], int]:
+    """(the block linears LoRA adapts, the parameters that train)."""
+    s, config, notes = st.s, st.config, st.notes
     trainable_set, unknown_targets = lora_targets(config.lora_target)
     if unknown_targets:
         notes.add("est_note_unknown_targets", names=", ".join(unknown_targets))
-    dims = s.linear_dims()
-    body_params = s.params - s.embedding_params
-    if method == "lora":
+    if st.method == "lora":
+        dims = s.linear_dims()
         per_layer = sum(
             config.lora_rank * (dims[name][0] + dims[name][1])
             for name in trainable_set
@@ -350,216 +393,377 @@ def estimate(
         )
         if s.experts and trainable_set & {"gate", "up", "down"}:
             notes.add("est_note_moe_lora")
-        trainable_params = per_layer * s.layers
-    elif method == "freeze":
-        trainable_params = int(body_params / max(1, s.layers) * min(2, s.layers))
+        return trainable_set, per_layer * s.layers
+    if st.method == "freeze":
         notes.add("est_note_freeze")
-    else:
-        trainable_params = s.params
+        return trainable_set, int((s.params - s.embedding_params) / max(1, s.layers) * min(2, s.layers))
+    return trainable_set, s.params
 
+
+def _trainable_bytes(st: _Setting) -> float:
+    return float(st.k["trainable_weight_bytes"]["pure_bf16" if st.pure else "upcast"])
+
+
+def _frozen_bytes(st: _Setting, trainable_params: int) -> float:
+    """The weights that do not train, as stored: 16-bit, or quantised linears beside 16-bit embeddings/norms."""
+    s, k, config = st.s, st.k, st.config
     weight_bytes_16 = float(k["base_weight_bytes"])
-    trainable_bytes = float(k["trainable_weight_bytes"]["pure_bf16" if pure else "upcast"])
-    quant_bit = config.quantization_bit
-    if quant_bit and method != "full":
-        qk = k["quantized_linear_bytes"]
-        if (config.quantization_method or "bnb").lower() == "bnb" and int(quant_bit) in qk["bnb"]:
-            per = qk["bnb"][int(quant_bit)]["double" if config.double_quantization else "single"]
-        else:
-            per = int(quant_bit) / 8.0 * float(qk["other_overhead"])
-        norm_params = s.layers * s.norms * s.hidden
-        linear_params = max(0, body_params - norm_params)
-        frozen_bytes = linear_params * per + (s.embedding_params + norm_params) * weight_bytes_16
+    if st.quant_bit is None:
+        return (s.params - (trainable_params if st.method != "lora" else 0)) * weight_bytes_16
+    qk = k["quantized_linear_bytes"]
+    if (config.quantization_method or "bnb").lower() == "bnb" and st.quant_bit in qk["bnb"]:
+        per = qk["bnb"][st.quant_bit]["double" if config.double_quantization else "single"]
     else:
-        frozen_bytes = (s.params - (trainable_params if method != "lora" else 0)) * weight_bytes_16
+        per = st.quant_bit / 8.0 * float(qk["other_overhead"])
+    norm_params = s.layers * s.norms * s.hidden
+    linear_params = max(0, s.params - s.embedding_params - norm_params)
+    return float(linear_params * per + (s.embedding_params + norm_params) * weight_bytes_16)
 
-    opt = (config.optim or "adamw_torch").lower()
+
+def _optimizer_bytes(st: _Setting) -> tuple[float, float]:
+    """(optimizer state, optimizer-step temporaries) per trained parameter."""
+    k, trainable_bytes = st.k, _trainable_bytes(st)
+    opt = (st.config.optim or "adamw_torch").lower()
     if opt in k["optimizer_state_bytes_8bit"]:
-        opt_state_per_param = float(k["optimizer_state_bytes_8bit"][opt])
+        state = float(k["optimizer_state_bytes_8bit"][opt])
     else:
         factors = k["optimizer_state_factor"]
         if opt not in factors:
-            notes.add("est_note_unknown_optim", optim=opt)
-        opt_state_per_param = float(factors.get(opt, factors["default"])) * trainable_bytes
-    step_temp_per_param = float(k["optimizer_step_temp_factor"].get(opt, k["optimizer_step_temp_factor"]["default"])) * trainable_bytes
+            st.notes.add("est_note_unknown_optim", optim=opt)
+        state = float(factors.get(opt, factors["default"])) * trainable_bytes
+    temps = k["optimizer_step_temp_factor"]
+    return state, float(temps.get(opt, temps["default"])) * trainable_bytes
 
-    if zero:
-        ds = k["deepspeed"]
-        shard_weights = world if zero >= 3 else 1
-        if method == "lora":
-            weights_b = frozen_bytes / shard_weights + trainable_params * trainable_bytes / shard_weights
-            grads_b = trainable_params * trainable_bytes / (world if zero >= 2 else 1)
-            optim_b = trainable_params * opt_state_per_param / world
-        else:
-            weights_b = frozen_bytes / shard_weights + trainable_params * float(ds["weight_bytes"]) / shard_weights
-            grads_b = trainable_params * float(ds["grad_bytes"]) / (world if zero >= 2 else 1)
-            optim_b = trainable_params * (float(ds["master_bytes"]) + opt_state_per_param) / world
-        if config.offload_param and zero >= 3:
-            weights_b = 0.0
-            notes.add("est_note_offload_param")
-        if config.offload_optimizer:
-            optim_b = 0.0
-            notes.add("est_note_offload_optimizer")
-        amp_copies_b = 0.0
-        step_temp_b = 0.0 if config.offload_optimizer else trainable_params * step_temp_per_param / world
+
+@dataclass(slots=True)
+class _State:
+    """Bytes held by parameters and their training state on one GPU."""
+
+    weights: float
+    grads: float
+    optim: float
+    amp_copies: float
+    step_temp: float
+
+    @property
+    def trainable_state(self) -> float:
+        return self.grads + self.optim + self.amp_copies
+
+
+def _state(st: _Setting, trainable_params: int) -> _State:
+    frozen = _frozen_bytes(st, trainable_params)
+    opt_state, step_temp = _optimizer_bytes(st)
+    state = _zero_state if st.zero else _plain_state
+    held = state(st, trainable_params, frozen, opt_state, step_temp)
+    if st.stage in ("dpo", "kto") and st.method != "lora":
+        reference = st.s.params * float(st.k["base_weight_bytes"]) / (st.world if st.zero >= 3 else 1)
+        st.notes.add("est_note_reference_model")
+        held.weights += reference  # the frozen reference model
+    return held
+
+
+def _zero_state(st: _Setting, trainable: int, frozen: float, opt_state: float, step_temp: float) -> _State:
+    """ZeRO shards optimizer state (stage 1+), gradients (2+) and weights (3) over the processes."""
+    config, ds, world, zero = st.config, st.k["deepspeed"], st.world, st.zero
+    shard_weights = world if zero >= 3 else 1
+    shard_grads = world if zero >= 2 else 1
+    if st.method == "lora":
+        trainable_bytes = _trainable_bytes(st)
+        weights = frozen / shard_weights + trainable * trainable_bytes / shard_weights
+        grads = trainable * trainable_bytes / shard_grads
+        optim = trainable * opt_state / world
     else:
-        weights_b = frozen_bytes + trainable_params * trainable_bytes
-        grads_b = trainable_params * trainable_bytes
-        if world > 1:
-            grads_b *= 2  # DDP gradient buckets hold a second copy
-        optim_b = trainable_params * opt_state_per_param
-        amp_copies_b = trainable_params * float(k["amp_weight_copy_bytes"]) if (amp and method != "lora") else 0.0
-        step_temp_b = trainable_params * step_temp_per_param
-        if config.offload_optimizer or config.offload_param:
-            notes.add("est_note_offload_without_zero")
-    if stage in ("dpo", "kto") and method != "lora":
-        weights_b += s.params * weight_bytes_16 / (world if zero >= 3 else 1)  # the frozen reference model
-        notes.add("est_note_reference_model")
+        weights = frozen / shard_weights + trainable * float(ds["weight_bytes"]) / shard_weights
+        grads = trainable * float(ds["grad_bytes"]) / shard_grads
+        optim = trainable * (float(ds["master_bytes"]) + opt_state) / world
+    if config.offload_param and zero >= 3:
+        weights = 0.0
+        st.notes.add("est_note_offload_param")
+    if config.offload_optimizer:
+        optim = 0.0
+        st.notes.add("est_note_offload_optimizer")
+    temp = 0.0 if config.offload_optimizer else trainable * step_temp / world
+    return _State(weights=weights, grads=grads, optim=optim, amp_copies=0.0, step_temp=temp)
 
-    # ---- activations
-    attention = _attention_impl(config, model, notes)
-    full = method in ("full", "freeze")
-    act_bytes = int(k["activation_bytes"]["fp32" if (full and precision == "fp32") else "half"])
-    # Per-linear input copies. LoRA under AMP: autocast's 16-bit copy; fp32 adapters without AMP: PEFT's fp32
-    # copy; pure bf16: none. Full fine-tuning under AMP: autocast's copy of each linear's input.
-    lora_copy_bytes = 0 if pure else (2 if amp else 4)
-    if method == "lora" and lora_dropout(config) > 0:
+
+def _plain_state(st: _Setting, trainable: int, frozen: float, opt_state: float, step_temp: float) -> _State:
+    """Every process holds everything; DDP gradient buckets hold a second copy of the gradients."""
+    trainable_bytes = _trainable_bytes(st)
+    grads = trainable * trainable_bytes * (2 if st.world > 1 else 1)
+    amp_copies = trainable * float(st.k["amp_weight_copy_bytes"]) if (st.amp and st.method != "lora") else 0.0
+    if st.config.offload_optimizer or st.config.offload_param:
+        st.notes.add("est_note_offload_without_zero")
+    return _State(
+        weights=frozen + trainable * trainable_bytes,
+        grads=grads,
+        optim=trainable * opt_state,
+        amp_copies=amp_copies,
+        step_temp=trainable * step_temp,
+    )
+
+
+@dataclass(slots=True)
+class _Activations:
+    attention: str
+    stored: float  # kept for backward (checkpoints, or every layer's saved tensors)
+    layer: float  # one layer's saved tensors (recomputed in backward under checkpointing)
+    loss: float  # logits and loss
+    total: float  # what the peak holds besides the loss
+
+
+def _copy_bytes(st: _Setting, act_bytes: int) -> int:
+    """Per-linear input copies. LoRA under AMP: autocast's 16-bit copy; fp32 adapters without AMP: PEFT's fp32
+    copy; pure bf16: none. Full fine-tuning under AMP: autocast's copy of each linear's input."""
+    if st.method != "lora":
+        return 2 if st.amp else 0
+    lora_copy = 0 if st.pure else (2 if st.amp else 4)
+    dropout = lora_dropout(st.config)
+    if dropout > 0:
         # LoRA dropout gives each adapted linear its own dropped-out input (kept by lora_A, in the adapter's
         # compute dtype) and a boolean mask: a pure-bf16 adapter no longer shares the layer's input.
-        lora_copy_bytes = (lora_copy_bytes or act_bytes) + int(k["dropout_mask_bytes"])
-        notes.add("est_note_lora_dropout", dropout=lora_dropout(config))
-    copy_bytes = lora_copy_bytes if method == "lora" else (2 if amp else 0)
-    quantized_input_bytes = 0
-    if quant_bit and method != "full":
-        quantized_input_bytes = 1 if int(quant_bit) == 8 else act_bytes
-    norm_weight_bytes = (4 if amp else act_bytes) if full else 0
-    layer_trainable = trainable_set if method == "lora" else set(_ALL_LINEARS)
-    per_layer_token = _layer_bytes_per_token(
+        lora_copy = (lora_copy or act_bytes) + int(st.k["dropout_mask_bytes"])
+        st.notes.add("est_note_lora_dropout", dropout=dropout)
+    return lora_copy
+
+
+def _activations(st: _Setting, lengths: _Lengths, trainable_set: set[str]) -> _Activations:
+    config, k, s = st.config, st.k, st.s
+    attention = _attention_impl(config, st.model, st.notes)
+    act_bytes = int(k["activation_bytes"]["fp32" if (st.full and st.precision == "fp32") else "half"])
+    copy_bytes = _copy_bytes(st, act_bytes)
+    quantized_input_bytes = 0 if st.quant_bit is None else (1 if st.quant_bit == 8 else act_bytes)
+    layer_b = lengths.tokens * _layer_bytes_per_token(
         s,
-        seq_len=padded_len,
-        micro_batch=micro_batch,
+        seq_len=lengths.padded_len,
+        micro_batch=lengths.micro_batch,
         attention=attention,
-        trainable=layer_trainable,
-        full=full,
+        trainable=trainable_set if st.method == "lora" else set(_ALL_LINEARS),
+        full=st.full,
         act_bytes=act_bytes,
         copy_bytes=copy_bytes,
         quantized_input_bytes=quantized_input_bytes,
-        norm_weight_bytes=norm_weight_bytes,
+        norm_weight_bytes=(4 if st.amp else act_bytes) if st.full else 0,
         k=k,
     )
-    layer_b = per_layer_token * tokens
     if config.gradient_checkpointing:
-        stored_b = float(k["checkpoint_bytes_per_token_hidden"]) * s.hidden * s.layers * tokens
-        if act_bytes == 4:
-            stored_b *= 2
+        stored_b = float(k["checkpoint_bytes_per_token_hidden"]) * s.hidden * s.layers * lengths.tokens
+        stored_b *= 2 if act_bytes == 4 else 1
     else:
         stored_b = layer_b * s.layers
-
     if config.enable_liger_kernel:
-        loss_b = float(k["liger_bytes_per_token_hidden"]) * s.hidden * tokens
-        notes.add("est_note_liger")
+        loss_b = float(k["liger_bytes_per_token_hidden"]) * s.hidden * lengths.tokens
+        st.notes.add("est_note_liger")
     else:
-        loss_b = float(k["logits_train_bytes"]) * tokens * s.vocab
+        loss_b = float(k["logits_train_bytes"]) * lengths.tokens * s.vocab
+    scale = float(k["activation_scale"])  # 1 from the accounting; a calibration fits it
+    stored_b, layer_b, loss_b = stored_b * scale, layer_b * scale, loss_b * scale
     # With checkpointing one layer is recomputed in backward, after the loss buffers are gone: it only adds
     # to the peak where it is bigger than the logits/loss term.
-    activations_b = stored_b + max(0.0, layer_b - loss_b) if config.gradient_checkpointing else stored_b
+    total = stored_b + max(0.0, layer_b - loss_b) if config.gradient_checkpointing else stored_b
+    return _Activations(attention=attention, stored=stored_b, layer=layer_b, loss=loss_b, total=total)
 
+
+@dataclass(slots=True)
+class _Peaks:
+    misc: float
+    train: float  # the training phase: max(forward/backward, optimizer step)
+    eval_extra: float
+    eval: float
+    load: float
+
+    @property
+    def peak(self) -> float:
+        return max(self.load, self.train, self.eval)
+
+
+def _peaks(st: _Setting, lengths: _Lengths, held: _State, act: _Activations) -> _Peaks:
+    config, k, s = st.config, st.k, st.s
     misc_b = float(k["misc_allocated_mib"]) * MIB
-    trainable_state_b = grads_b + optim_b + amp_copies_b
     # The Trainer sets gradients to None after every optimizer step. They are held through the forward pass
     # only while they accumulate over micro-batches, or when DDP buckets / ZeRO partitions keep them.
-    grads_held = bool(zero) or world > 1 or int(config.gradient_accumulation_steps) > 1
-    forward_state_b = trainable_state_b if grads_held else trainable_state_b - grads_b
-    if not grads_held and method != "lora":
-        notes.add("est_note_grads_freed")
-    train_b = weights_b + forward_state_b + activations_b + loss_b + misc_b
-    step_b = weights_b + trainable_state_b + step_temp_b + misc_b
-    train_peak_b = max(train_b, step_b)
-
-    # ---- eval: forward only, logits of the eval batch; gradients are freed, optimizer state stays
+    grads_held = bool(st.zero) or st.world > 1 or int(config.gradient_accumulation_steps) > 1
+    forward_state_b = held.trainable_state if grads_held else held.trainable_state - held.grads
+    if not grads_held and st.method != "lora":
+        st.notes.add("est_note_grads_freed")
+    train_b = held.weights + forward_state_b + act.total + act.loss + misc_b
+    step_b = held.weights + held.trainable_state + held.step_temp + misc_b
+    # eval: forward only, logits of the eval batch; gradients are freed, optimizer state stays
     if config.do_eval:
-        eval_extra_b = float(k["logits_eval_bytes"]) * eval_tokens * s.vocab + _eval_layer_bytes_per_token(s) * eval_tokens
-        eval_peak_b = weights_b + optim_b + eval_extra_b + misc_b  # autocast caches no weights without grad
+        tokens = lengths.eval_tokens
+        eval_extra_b = float(k["logits_eval_bytes"]) * tokens * s.vocab + _eval_layer_bytes_per_token(s) * tokens
+        eval_extra_b *= float(k.get("eval_activation_scale", k["activation_scale"]))
+        eval_peak_b = held.weights + held.optim + eval_extra_b + misc_b  # autocast caches no weights without grad
     else:
-        eval_extra_b = 0.0
-        eval_peak_b = 0.0
-        notes.add("est_note_no_eval")
+        eval_extra_b = eval_peak_b = 0.0
+        st.notes.add("est_note_no_eval")
+    # load: the weights plus the biggest 16-bit tensor in flight (the embedding matrix)
+    load_b = held.weights + s.vocab * s.hidden * float(k["base_weight_bytes"])
+    return _Peaks(misc=misc_b, train=max(train_b, step_b), eval_extra=eval_extra_b, eval=eval_peak_b, load=load_b)
 
-    # ---- load: the weights plus the biggest 16-bit tensor in flight (the embedding matrix)
-    load_b = weights_b + s.vocab * s.hidden * weight_bytes_16
 
-    phases = {"load": load_b / MIB, "train": train_peak_b / MIB, "eval": eval_peak_b / MIB}
-    terms = {
-        "weights": weights_b / MIB,
-        "trainable_state": trainable_state_b / MIB,
-        "activations": activations_b / MIB,
-        "logits_loss": loss_b / MIB,
-        "eval": eval_extra_b / MIB,
-        "overhead": misc_b / MIB,
-    }
-    peak_b = max(load_b, train_peak_b, eval_peak_b)
-    train_terms = {key: terms[key] for key in ("weights", "trainable_state", "activations", "logits_loss", "overhead")}
-    dominant = max(train_terms, key=lambda key: train_terms[key])
+def _reserved(st: _Setting, held: _State, act: _Activations, peaks: _Peaks) -> tuple[float, float]:
+    """(low, high) bytes the caching allocator reserves.
 
-    # ---- what nvidia-smi shows: reserved (allocator) + CUDA context
-    # Persistent state (weights, gradients, optimizer state) is allocated once per tensor and cached tight;
-    # only what comes and goes every step is inflated. With fixed shapes that is the fixed-shape factor. With
-    # variable lengths the stored activations are cached at their largest size, while the big per-step buffers
-    # (logits and loss, the recomputed layer, the eval batch) change size with every batch and creep.
-    ctx_low, ctx_high = (float(v) for v in k["cuda_context_mib"])
+    Persistent state (weights, gradients, optimizer state) is allocated once per tensor and cached tight;
+    only what comes and goes every step is inflated. With fixed shapes that is the fixed-shape factor. With
+    variable lengths the stored activations are cached at their largest size, while the big per-step buffers
+    (logits and loss, the recomputed layer, the eval batch) change size with every batch and creep."""
+    k, config = st.k, st.config
     low_factor, high_factor = (float(v) for v in k["fixed_shape_reserve"])
-    variable_lengths = not config.packing
-    static_b = weights_b + trainable_state_b + misc_b
-    transient_b = max(0.0, peak_b - static_b)
-    reserved_low_b = peak_b * low_factor
-    reserved_high_b = static_b + transient_b * high_factor
-    if variable_lengths:
-        eval_working_b = max(0.0, eval_peak_b - (weights_b + optim_b + misc_b)) if config.do_eval else 0.0
-        working_b = max(0.0, train_peak_b - static_b) + eval_working_b
-        stored_kept_b = min(stored_b, working_b)
+    static_b = held.weights + held.trainable_state + peaks.misc
+    reserved_low_b = peaks.peak * low_factor
+    reserved_high_b = static_b + max(0.0, peaks.peak - static_b) * high_factor
+    if not config.packing:  # variable lengths
+        eval_working_b = max(0.0, peaks.eval - (held.weights + held.optim + peaks.misc)) if config.do_eval else 0.0
+        working_b = max(0.0, peaks.train - static_b) + eval_working_b
+        stored_kept_b = min(act.stored, working_b)
         creep_b = stored_kept_b * high_factor + float(k["variable_length_creep"]) * (working_b - stored_kept_b)
         reserved_high_b = max(reserved_high_b, static_b + creep_b)
-        notes.add("est_note_creep", creep=k["variable_length_creep"])
-    smi_low = reserved_low_b / MIB + ctx_low
-    smi_high = reserved_high_b / MIB + ctx_high
+        st.notes.add("est_note_creep", creep=k["variable_length_creep"])
+    return reserved_low_b, reserved_high_b
 
-    fits = headroom = allocated_fits = fills_card = None
+
+@dataclass(slots=True)
+class _Fit:
+    fits: bool | None = None
+    headroom: float | None = None
+    allocated_fits: bool | None = None
+    fills_card: bool | None = None
     on_card: tuple[float, float] | None = None
-    if gpu_total_mib:
-        fits = smi_high <= gpu_total_mib
-        headroom = gpu_total_mib - smi_high
-        allocated_fits = peak_b / MIB + ctx_low <= gpu_total_mib
-        # nvidia-smi never shows more than the card: past it the allocator frees its cache and retries.
-        fills_card = smi_high > gpu_total_mib
-        on_card = (round(min(smi_low, gpu_total_mib), 1), round(min(smi_high, gpu_total_mib), 1))
-        if fits is False and allocated_fits:
-            notes.add("est_note_tight", total=round(gpu_total_mib))
-    if world > 1:
-        notes.add("est_note_per_gpu", gpus=world)
 
-    rendered = notes.rendered()
+
+def _fit(st: _Setting, peak_b: float, smi: tuple[float, float], gpu_total_mib: float | None) -> _Fit:
+    """Whether the nvidia-smi band and the allocated peak fit the card. nvidia-smi never shows more than the
+    card: past it the allocator frees its cache and retries."""
+    if not gpu_total_mib:
+        return _Fit()
+    smi_low, smi_high = smi
+    ctx_low = float(st.k["cuda_context_mib"][0])
+    fit = _Fit(
+        fits=smi_high <= gpu_total_mib,
+        headroom=gpu_total_mib - smi_high,
+        allocated_fits=peak_b / MIB + ctx_low <= gpu_total_mib,
+        fills_card=smi_high > gpu_total_mib,
+        on_card=(round(min(smi_low, gpu_total_mib), 1), round(min(smi_high, gpu_total_mib), 1)),
+    )
+    if fit.fits is False and fit.allocated_fits:
+        st.notes.add("est_note_tight", total=round(gpu_total_mib))
+    return fit
+
+
+def _flag(config: ConfigFacts, key: str, default: bool) -> bool:
+    from oomdoctor.facts.config import setting
+
+    value = setting(config, key)
+    return default if value is None else str(value).strip().lower() in ("true", "1", "yes")
+
+
+def _save_terms(st: _Setting, trainable_params: int) -> tuple[dict[str, float], dict[str, float]]:
+    """What a checkpoint save adds (bytes): on one GPU, beyond what the run holds between steps, and in host
+    RAM of the node (the saving ranks). Returns ``(gpu_parts, host_parts)``, the parts named."""
+    from oomdoctor.facts.config import setting
+
+    config, s, sk, method, zero = st.config, st.s, st.k["save"], st.method, st.zero
+    trainable_bytes = _trainable_bytes(st)
+    opt_state_per_param = _optimizer_bytes(st)[0]
+    fsdp = bool(setting(config, "fsdp"))
+    gathered = float(sk["gathered_weight_bytes"])
+    body = s.params - s.embedding_params
+    gpu: dict[str, float] = {}
+    host: dict[str, float] = {}
+    if zero >= 3 and sk["zero3_gathers_16bit_weights"]:
+        gpu["zero3_gather"] = s.vocab * s.hidden * gathered
+    if fsdp:
+        gpu["fsdp_unshard"] = (s.embedding_params + body / max(1, s.layers)) * gathered
+    if config.quantization_bit and int(config.quantization_bit) == 8 and method != "full":
+        gpu["int8_layout_copy"] = max(0, body - s.layers * s.norms * s.hidden) * float(sk["int8_layout_copy_bytes"])
+    if method == "lora":
+        saved = trainable_params * trainable_bytes  # the adapter only
+    elif zero:
+        saved = s.params * gathered  # DeepSpeed writes its 16-bit weights
+    else:
+        saved = s.params * (trainable_bytes if method == "full" else gathered)
+    # a gathered state dict (ZeRO-3, FSDP full) is built whole on rank 0's CPU; otherwise safetensors copies
+    # one shard at a time
+    gathered_to_cpu = (zero >= 3 or fsdp) and method != "lora"
+    host["state_dict_copy"] = saved if gathered_to_cpu else min(saved, float(sk["max_shard_mib"]) * MIB)
+    if not _flag(config, "save_only_model", bool(sk["save_only_model_default"])):
+        largest = s.vocab * s.hidden if method in ("full", "freeze") else trainable_params / max(1, s.layers)
+        if zero:
+            host["optimizer_copy"] = trainable_params * float(sk["flat_partition_bytes"])  # every rank's flat partition
+        elif fsdp:
+            host["optimizer_copy"] = trainable_params * opt_state_per_param  # gathered on rank 0
+            gpu["optimizer_gather"] = largest * opt_state_per_param
+        else:
+            host["optimizer_copy"] = largest * opt_state_per_param / 2  # one moment at a time, rank 0 only
+    return gpu, host
+
+
+def estimate(
+    config: ConfigFacts,
+    model: ModelFacts,
+    *,
+    data: DataFacts | None = None,
+    longest_tokens: int | None = None,
+    gpu_total_mib: float | None = None,
+    calibration: Any = None,
+) -> Estimate:
+    """Per-term and per-phase peak allocated memory of one GPU, and the band nvidia-smi should show.
+
+    ``calibration`` (``estimate.calibrate.Calibration``) replaces the stack-dependent constants with values
+    fitted to a trial of the same setting; the result says so in ``calibration``."""
+    k = constants() if calibration is None else calibration.memory_model(constants())
+    st = _setting(config, model, k)
+    lengths = _lengths(st, data, longest_tokens)
+    trainable_set, trainable_params = _trainable(st)
+    held = _state(st, trainable_params)
+    act = _activations(st, lengths, trainable_set)
+    peaks = _peaks(st, lengths, held, act)
+    terms = {
+        "weights": held.weights / MIB,
+        "trainable_state": held.trainable_state / MIB,
+        "activations": act.total / MIB,
+        "logits_loss": act.loss / MIB,
+        "eval": peaks.eval_extra / MIB,
+        "overhead": peaks.misc / MIB,
+    }
+    train_terms = {key: terms[key] for key in ("weights", "trainable_state", "activations", "logits_loss", "overhead")}
+    reserved_low_b, reserved_high_b = _reserved(st, held, act, peaks)
+    ctx_low, ctx_high = (float(v) for v in k["cuda_context_mib"])
+    smi = (reserved_low_b / MIB + ctx_low, reserved_high_b / MIB + ctx_high)
+    fit = _fit(st, peaks.peak, smi, gpu_total_mib)
+    if st.world > 1:
+        st.notes.add("est_note_per_gpu", gpus=st.world)
+    rendered = st.notes.rendered()
+    phases = {"load": peaks.load / MIB, "train": peaks.train / MIB, "eval": peaks.eval / MIB}
+    # what a checkpoint adds on the GPU and in host RAM (not part of the peak: saves are rare)
+    save_gpu, save_host = _save_terms(st, int(trainable_params))
     return Estimate(
-        peak_allocated_mib=round(peak_b / MIB, 1),
-        expected_nvidia_smi_mib=(round(smi_low, 1), round(smi_high, 1)),
+        peak_allocated_mib=round(peaks.peak / MIB, 1),
+        expected_nvidia_smi_mib=(round(smi[0], 1), round(smi[1], 1)),
         phases={key: round(value, 1) for key, value in phases.items()},
         terms={key: round(value, 1) for key, value in terms.items()},
-        dominant_term=dominant,
-        padded_len=padded_len,
-        padded_len_source=padded_source,
-        micro_batch=micro_batch,
-        eval_batch=eval_batch,
+        dominant_term=max(train_terms, key=lambda key: train_terms[key]),
+        padded_len=lengths.padded_len,
+        padded_len_source=lengths.padded_source,
+        micro_batch=lengths.micro_batch,
+        eval_batch=lengths.eval_batch,
         gpu_total_mib=gpu_total_mib,
-        fits=fits,
-        headroom_mib=round(headroom, 1) if headroom is not None else None,
+        fits=fit.fits,
+        headroom_mib=round(fit.headroom, 1) if fit.headroom is not None else None,
         model_source=model.source,
         assumptions=[note["en"] for note in rendered],
         notes=rendered,
-        eval_len=eval_len if config.do_eval else None,
-        allocated_fits=allocated_fits,
-        variable_lengths=variable_lengths,
-        attention=attention,
+        eval_len=lengths.eval_len if config.do_eval else None,
+        allocated_fits=fit.allocated_fits,
+        variable_lengths=not config.packing,
+        attention=act.attention,
         trainable_params=int(trainable_params),
-        tokens_per_micro_batch=int(tokens),
+        tokens_per_micro_batch=int(lengths.tokens),
         expected_reserved_mib=(round(reserved_low_b / MIB, 1), round(reserved_high_b / MIB, 1)),
-        fills_card=fills_card,
-        expected_nvidia_smi_on_card_mib=on_card,
+        fills_card=fit.fills_card,
+        expected_nvidia_smi_on_card_mib=fit.on_card,
+        calibration=calibration.describe() if calibration is not None else None,
+        save_gpu_mib={key: round(value / MIB, 1) for key, value in save_gpu.items()},
+        save_host_mib={key: round(value / MIB, 1) for key, value in save_host.items()},
     )

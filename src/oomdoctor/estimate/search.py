@@ -49,6 +49,7 @@ def largest_fitting_micro_batch(
     gpu_total_mib: float,
     margin: float = FIT_MARGIN,
     longest_tokens: int | None = None,
+    calibration: Any = None,
 ) -> int | None:
     """The largest micro-batch whose expected nvidia-smi high stays under ``margin`` x the card, keeping
     the effective batch (pair it with ``accumulation_for``). None when even a micro-batch of 1 does not
@@ -62,7 +63,8 @@ def largest_fitting_micro_batch(
                 "gradient_accumulation_steps": accumulation_for(config, micro_batch),
             },
         )
-        result = estimate(trial, model, data=data, longest_tokens=longest_tokens, gpu_total_mib=gpu_total_mib)
+        result = estimate(trial, model, data=data, longest_tokens=longest_tokens, gpu_total_mib=gpu_total_mib,
+                          calibration=calibration)  # fmt: skip
         if result.expected_nvidia_smi_mib[1] <= limit:
             return micro_batch
     return None

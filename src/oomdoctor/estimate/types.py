@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -42,3 +43,11 @@ class Estimate:
     # shows the card full), and the band as the card can show it (high capped at the card's total).
     fills_card: bool | None = None
     expected_nvidia_smi_on_card_mib: tuple[float, float] | None = None  # [low, min(high, card)]
+    # Set when a calibration (estimate/calibrate.py) replaced stack-dependent constants: the trial, which
+    # constants came from it (``from_calibration``), their values and a bilingual headline.
+    calibration: dict[str, Any] | None = None
+    # What a checkpoint save adds, by part (MiB; not in the peak): on one GPU beyond what the run holds
+    # between steps (zero3_gather, fsdp_unshard, int8_layout_copy, optimizer_gather), and in the node's host
+    # RAM (state_dict_copy, optimizer_copy). memory_model.yaml ``save`` says where each comes from.
+    save_gpu_mib: dict[str, float] = field(default_factory=dict)
+    save_host_mib: dict[str, float] = field(default_factory=dict)

@@ -9,9 +9,8 @@ the diagnosis even when the config has a typo, and the typo is itself worth repo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import json
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -20,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from oomdoctor.datafiles import load_data_file, load_yaml_text
+from oomdoctor import inputs
+from oomdoctor.datafiles import load_data_file
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import msg
@@ -48,52 +48,37 @@ def known_keys() -> frozenset[str]:
 
 
 def read_config_text(path: str | os.PathLike[str], *, what: str = "config") -> str:
-    """The file's text, or BadInput for a missing path, a folder, a binary or non-UTF-8 file.
+    """The file's text, or BadInput for a missing path, anything but a regular file (a folder, a FIFO, a
+    device), a file too big to be a config (checked from its size before reading), a binary or non-UTF-8 file.
 
     LLaMA-Factory (OmegaConf) reads configs as UTF-8, so that is the only encoding accepted here too.
     """
     p = Path(path)
-    what_zh = _WHAT_ZH.get(what, what)
-    if not p.exists():
-        raise BadInput(msg("file_missing", None, what=what, what_zh=what_zh, path=p))
-    if not p.is_file():
-        raise BadInput(msg("not_a_file", None, path=p))
-    try:
-        data = p.read_bytes()
-    except OSError as err:
-        raise BadInput(msg("file_unreadable", None, path=p, detail=err.strerror or err)) from None
+    data = inputs.read_bytes(p, what=what, max_bytes=inputs.MAX_BYTES["config"])
+    shown = inputs.one_line(p)
     if b"\x00" in data[:_SNIFF_BYTES]:
-        raise BadInput(msg("config_binary", None, path=p))
+        raise BadInput(msg("config_binary", None, path=shown))
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise BadInput(msg("config_not_utf8", None, path=p)) from None
-
-
-_WHAT_ZH = {"config": "配置文件", "DeepSpeed config": "DeepSpeed 配置文件"}
+        raise BadInput(msg("config_not_utf8", None, path=shown)) from None
 
 
 def yaml_error_line(err: yaml.YAMLError) -> str:
     """PyYAML errors span several lines; the user gets one: "line 3, column 5: <problem>"."""
-    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-    mark = getattr(err, "problem_mark", None)
-    if mark is not None:
-        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
-    return " ".join(str(problem).split())
+    return inputs.yaml_error_line(err)
 
 
 def load_yaml_mapping(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The config as a plain dict (PyYAML ``safe_load``); BadInput when it is not a YAML mapping."""
+    """The config as a plain dict (PyYAML's safe constructors, aliases and depth bounded); BadInput when it
+    is not a YAML mapping."""
     p = Path(path)
-    text = read_config_text(p)
-    try:
-        raw = load_yaml_text(text)
-    except yaml.YAMLError as err:
-        raise BadInput(msg("yaml_malformed", None, path=p, detail=yaml_error_line(err))) from None
+    shown = inputs.one_line(p)
+    raw = inputs.load_yaml(read_config_text(p), path=shown)
     if raw is None:
-        raise BadInput(msg("config_empty", None, path=p))
+        raise BadInput(msg("config_empty", None, path=shown))
     if not isinstance(raw, dict):
-        raise BadInput(msg("yaml_not_mapping", None, path=p))
+        raise BadInput(msg("yaml_not_mapping", None, path=shown))
     return {str(k): v for k, v in raw.items()}
 
 
@@ -130,52 +115,33 @@ class _Coerce:
             msg(
                 "config_bad_value",
                 None,
-                path=self.path,
-                field=key,
-                value=self.raw.get(key),
+                path=inputs.one_line(self.path),
+                field=inputs.one_line(key),
+                value=inputs.Shown(self.raw.get(key)),
                 expected=expected,
                 expected_zh=expected_zh,
             )
         )
 
-    def integer(self, key: str) -> int | None:
+    def integer(self, key: str, *, high: int = inputs.MAX_INT) -> int | None:
+        """A whole number within ``[-high, high]`` (an int, an integral float, or the WebUI's "4")."""
         v = self.value(key)
         if v is None:
             return None
-        if isinstance(v, bool):
-            raise self._bad(key, "an integer", "整数")
-        if isinstance(v, int):
-            return v
-        if isinstance(v, float) and v.is_integer():
-            return int(v)
-        if isinstance(v, str):
-            text = v.strip()
-            try:
-                return int(text)
-            except ValueError:
-                pass
-            try:
-                number = float(text)
-            except ValueError:
-                number = math.nan
-            if number.is_integer():
-                return int(number)
-        raise self._bad(key, "an integer", "整数")
+        try:
+            return inputs.as_int(v, path=self.path, key=key, low=-high, high=high)
+        except BadInput:
+            raise self._bad(key, "an integer", "整数") from None
 
     def number(self, key: str) -> float | None:
+        """A finite number (an int, a float, or a string of one)."""
         v = self.value(key)
         if v is None:
             return None
-        if isinstance(v, bool):
-            raise self._bad(key, "a number", "数值")
-        if isinstance(v, int | float):
-            return float(v)
-        if isinstance(v, str):
-            try:
-                return float(v.strip())
-            except ValueError:
-                pass
-        raise self._bad(key, "a number", "数值")
+        try:
+            return inputs.as_number(v, path=self.path, key=key)
+        except BadInput:
+            raise self._bad(key, "a number", "数值") from None
 
     def steps(self, key: str) -> int | float | None:
         """logging/eval/save steps: an integer, or a float in [0, 1) meaning a ratio of the total steps."""
@@ -250,8 +216,8 @@ def _from_deepspeed_json(ds: Mapping[str, Any]) -> tuple[int | None, bool, bool]
         return None, False, False
     stage = zero.get("stage")
     try:
-        zero_stage = int(stage) if stage is not None else None
-    except (TypeError, ValueError):
+        zero_stage = inputs.as_int(stage, path="DeepSpeed config", key="zero_optimization.stage", high=3) if stage is not None else None
+    except BadInput:
         zero_stage = None
     offload_optimizer = _offloaded(zero.get("offload_optimizer")) or bool(zero.get("cpu_offload"))
     offload_param = _offloaded(zero.get("offload_param"))
@@ -282,26 +248,37 @@ def read_deepspeed(value: Any, base_dir: Path | None, *, config_path: str) -> di
         return _ds_result("<inline>", None, True, stage, opt, par)
     text = str(value).strip()
     if text.startswith("{"):
-        try:
-            inline = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise BadInput(msg("deepspeed_malformed", None, path=config_path, detail=err.msg)) from None
+        inline = inputs.load_json(text, path=f"{inputs.one_line(config_path)}: deepspeed")
+        if not isinstance(inline, dict):
+            raise BadInput(msg("deepspeed_malformed", None, path=inputs.one_line(config_path), detail="not a JSON object"))
         stage, opt, par = _from_deepspeed_json(inline)
         return _ds_result("<inline>", None, True, stage, opt, par)
+    if not _could_be_a_path(text):
+        raise BadInput(msg("deepspeed_malformed", None, path=inputs.one_line(config_path), detail="deepspeed is neither a JSON object nor a file name"))
     for candidate in _deepspeed_candidates(text, base_dir):
-        if candidate.is_file():
+        if _present(candidate):  # a FIFO, a folder or a dangling link there is refused, not skipped
             body = read_config_text(candidate, what="DeepSpeed config")
-            try:
-                ds = json.loads(body)
-            except json.JSONDecodeError as err:
-                detail = f"line {err.lineno}, column {err.colno}: {err.msg}"
-                raise BadInput(msg("deepspeed_malformed", None, path=candidate, detail=detail)) from None
+            ds = inputs.load_json(body, path=f"DeepSpeed config {inputs.one_line(candidate)}")
             if not isinstance(ds, dict):
-                raise BadInput(msg("deepspeed_malformed", None, path=candidate, detail="not a JSON object"))
+                raise BadInput(msg("deepspeed_malformed", None, path=inputs.one_line(candidate), detail="not a JSON object"))
             stage, opt, par = _from_deepspeed_json(ds)
             return _ds_result(text, str(candidate.resolve()), True, stage, opt, par)
     stage, opt, par = deepspeed_from_name(text)
     return _ds_result(text, None, False, stage, opt, par)
+
+
+def _could_be_a_path(text: str) -> bool:
+    """A value a file system could hold as a path: no NUL, at most 4,096 bytes, each part at most 255."""
+    raw = os.fsencode(text)
+    return b"\x00" not in raw and len(raw) <= 4096 and all(len(part) <= 255 for part in raw.split(b"/"))
+
+
+def _present(path: Path) -> bool:
+    """Something is at ``path`` (a link counts, even dangling); a name too long to exist is not there."""
+    try:
+        return os.path.lexists(path) and not path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def _ds_result(
@@ -352,6 +329,7 @@ def config_from_mapping(
     train_batch = _positive(c, "per_device_train_batch_size")
     eval_batch = _positive(c, "per_device_eval_batch_size")
     accumulation = _positive(c, "gradient_accumulation_steps")
+    _check_samples_per_update(c, train_batch, accumulation)
     gpus = world_size if world_size and world_size > 0 else 1
 
     fp16, bf16, pure_bf16 = c.flag("fp16"), c.flag("bf16"), c.flag("pure_bf16")
@@ -415,7 +393,6 @@ def config_from_mapping(
         per_device_eval_batch_size_set=c.given("per_device_eval_batch_size"),
         gradient_accumulation_steps=accumulation,
         world_size=gpus,
-        effective_batch=train_batch * accumulation * gpus,
         cutoff_len=_positive(c, "cutoff_len"),
         packing=packing,
         fp16=fp16,
@@ -456,8 +433,53 @@ def config_from_mapping(
     )
 
 
+# The largest value each count can sensibly hold: a micro-batch of a million samples, a million
+# accumulation steps, 16M tokens, a LoRA rank of 65,536. Past these a value is a typo or hostile, and
+# arithmetic on it (the estimate's search halves the batch) would only waste time.
+_POSITIVE_MAX = {
+    "per_device_train_batch_size": 1 << 20,
+    "per_device_eval_batch_size": 1 << 20,
+    "gradient_accumulation_steps": 1 << 20,
+    "cutoff_len": 1 << 24,
+    "lora_rank": 1 << 16,
+}
+
+
+# Samples one device takes per optimizer update (micro-batch x accumulation): pretraining's largest batches
+# are a few thousand samples. The fit search walks the divisors of this number.
+_MAX_SAMPLES_PER_UPDATE = 1 << 20
+
+
+def _check_samples_per_update(c: _Coerce, train_batch: int, accumulation: int) -> None:
+    if train_batch * accumulation > _MAX_SAMPLES_PER_UPDATE:
+        raise c._bad(
+            "gradient_accumulation_steps",
+            f"at most {_MAX_SAMPLES_PER_UPDATE:,} samples per update with per_device_train_batch_size {train_batch:,}",
+            f"与 per_device_train_batch_size {train_batch:,} 相乘不超过 {_MAX_SAMPLES_PER_UPDATE:,}",
+        )
+
+
 def _positive(c: _Coerce, key: str) -> int:
-    value = c.integer(key)
-    if value is None or value < 1:
-        raise c._bad(key, "a whole number of at least 1", "不小于 1 的整数")
+    high = _POSITIVE_MAX.get(key, inputs.MAX_INT)
+    value = c.integer(key, high=high)
+    if value is None or not 1 <= value <= high:
+        raise c._bad(key, f"a whole number from 1 to {high:,}", f"1 到 {high:,} 之间的整数")
     return value
+
+
+def setting(config: ConfigFacts, key: str) -> Any:
+    """The value in effect for a YAML key: the typed field, else the key as written, else LLaMA-Factory's
+    default (None when the table has none). What code outside this module reads instead of ``raw``."""
+    if key in _CONFIG_FIELDS:
+        return getattr(config, key)
+    if key in config.raw:
+        return config.raw[key]
+    return lf_defaults().get(key)
+
+
+_CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(ConfigFacts))
+
+
+def written(config: ConfigFacts, key: str) -> bool:
+    """The config itself names a value for ``key`` (a default does not count)."""
+    return config.raw.get(key) not in (None, "")

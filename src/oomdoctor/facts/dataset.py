@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts, DataFacts
-from oomdoctor.i18n import msg
+from oomdoctor.i18n import in_lang, msg
 
 Progress = Callable[[int, "int | None"], None]
 
@@ -143,24 +144,28 @@ def _quiet() -> Iterator[None]:
             datasets.enable_progress_bars()
 
 
-def token_lengths(
-    config: ConfigFacts,
-    *,
-    cutoff_len: int | None = None,
-    progress: Progress | None = None,
-) -> DataFacts:
-    """Tokenize the configured train (and eval) datasets with the config's template as LLaMA-Factory does,
-    and report max / p50 / p95 / p99 tokens and how many samples ``cutoff_len`` (default: the config's)
-    would cut. ``progress(done, total)`` is called after every batch of samples.
+@dataclasses.dataclass
+class _Counter:
+    """LLaMA-Factory's loader and the config's template, ready to count tokens per sample."""
+
+    load: Callable[[list[str] | None, bool], Any]  # (names, per_name) -> merged dataset, or {name: dataset}
+    encode: Callable[[dict[str, list[Any]]], list[int]]
+    split: Callable[[Any, Any], tuple[dict[str, Any], dict[str, Any]]]
+
+
+@contextlib.contextmanager
+def _lf_counter(config: ConfigFacts) -> Iterator[_Counter]:
+    """Set up LLaMA-Factory's loader, template and dataset processor for the config, with the cutoff lifted.
 
     BadInput (one line) when llamafactory is not installed, the tokenizer is not on this machine, or the
     dataset cannot be read.
     """
-    cutoff = int(cutoff_len or config.cutoff_len)
     if not config.dataset:
         raise BadInput(msg("len_no_dataset", None, path=config.path))
     model_dir = local_model_dir(config)
     dataset_dir = _dataset_dir(config)
+    if dataset_dir.upper() != "ONLINE":  # before anything reads the files the names point to
+        dataset_files_inside(Path(dataset_dir), [*config.dataset, *config.eval_dataset])
     try:
         from llamafactory.data.data_utils import split_dataset
         from llamafactory.data.loader import _get_dataset_processor, _get_merged_dataset
@@ -195,9 +200,6 @@ def token_lengths(
         tokenizer = tokenizer_module["tokenizer"]
         try:
             template = get_template_and_fix_tokenizer(tokenizer, data_args)
-            train = _get_merged_dataset(data_args.dataset, model_args, data_args, training_args, stage_for_loader)
-            evaluation = _get_merged_dataset(data_args.eval_dataset, model_args, data_args, training_args, stage_for_loader)
-            train_dict, eval_dict = split_dataset(train, evaluation, data_args, seed=training_args.seed)
         except (OSError, ValueError, KeyError) as err:
             raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
 
@@ -214,6 +216,39 @@ def token_lengths(
             def encode(batch: dict[str, list[Any]]) -> list[int]:
                 return _lengths_of(processor.preprocess_dataset(batch))
 
+        def load(names: list[str] | None, per_name: bool) -> Any:
+            try:
+                return _get_merged_dataset(names, model_args, data_args, training_args, stage_for_loader, return_dict=per_name)
+            except (OSError, ValueError, KeyError) as err:
+                raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
+
+        def split(train: Any, evaluation: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+            try:
+                return split_dataset(train, evaluation, data_args, seed=training_args.seed)
+            except (OSError, ValueError, KeyError) as err:
+                raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
+
+        yield _Counter(load=load, encode=encode, split=split)
+
+
+def token_lengths(
+    config: ConfigFacts,
+    *,
+    cutoff_len: int | None = None,
+    progress: Progress | None = None,
+) -> DataFacts:
+    """Tokenize the configured train (and eval) datasets with the config's template as LLaMA-Factory does,
+    and report max / p50 / p95 / p99 tokens and how many samples ``cutoff_len`` (default: the config's)
+    would cut. ``progress(done, total)`` is called after every batch of samples.
+
+    BadInput (one line) when llamafactory is not installed, the tokenizer is not on this machine, or the
+    dataset cannot be read.
+    """
+    cutoff = int(cutoff_len or config.cutoff_len)
+    with _lf_counter(config) as counter:
+        train = counter.load(list(config.dataset), False)
+        evaluation = counter.load(list(config.eval_dataset) or None, False)
+        train_dict, eval_dict = counter.split(train, evaluation)
         splits = {"train": train_dict.get("train"), **eval_dict}
         total = sum(len(d) for d in splits.values() if d is not None)
         done = 0
@@ -224,7 +259,7 @@ def token_lengths(
         for name, dataset in splits.items():
             if dataset is None:
                 continue
-            lengths, done = _measure(dataset, encode, progress, done, total)
+            lengths, done = _measure(dataset, counter.encode, progress, done, total)
             if name == "train":
                 train_lengths = lengths
             else:
@@ -232,21 +267,70 @@ def token_lengths(
     return summarise(train_lengths, eval_lengths, cutoff, source="tokenized")
 
 
+# Counts in a lengths file: samples and tokens, each a whole number (at most 2**40: more tokens than any
+# dataset holds).
+_LENGTH_MAX = 1 << 40
+_LENGTH_COUNTS = ("samples", "max_tokens", "p50_tokens", "p95_tokens", "p99_tokens", "eval_samples",
+                  "eval_max_tokens", "cutoff_len", "truncated")  # fmt: skip
+
+
+def row_lengths(config: ConfigFacts, names: Sequence[str]) -> dict[str, list[int]]:
+    """Full token length of every row of each named dataset, in the file's row order (as ``token_lengths``
+    counts them, before any train/validation split): what a probe trial sorts by."""
+    with _lf_counter(config) as counter:
+        per_name = counter.load(list(names), True) or {}
+        return {name: _measure(dataset, counter.encode, None, 0, None)[0] for name, dataset in per_name.items()}
+
+
 def read_lengths_file(path: str | Path) -> DataFacts:
-    """Lengths saved earlier with ``oomdoctor lengths --json > FILE``: measuring is slow, reading is not."""
-    import json
+    """Lengths saved earlier with ``oomdoctor lengths --json > FILE``: measuring is slow, reading is not.
+
+    BadInput naming the file (and the key) for anything else: not a regular file, over 1 MiB, not a JSON
+    object, nested too deep, a count that is not a whole number in range, no positive ``max_tokens``."""
+    from oomdoctor import inputs
 
     p = Path(path)
-    if not p.is_file():
-        raise BadInput(msg("file_missing", None, what="lengths file", what_zh="长度文件", path=str(p)))
+    shown = inputs.one_line(p)
+    if not p.exists():
+        raise BadInput(msg("file_missing", None, what="lengths file", what_zh="长度文件", path=shown))
     try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise BadInput(msg("lengths_file_bad", None, path=str(p), detail=str(err).splitlines()[0])) from None
-    fields = {f.name for f in dataclasses.fields(DataFacts)}
-    if not isinstance(raw, dict) or not isinstance(raw.get("max_tokens"), int) or raw["max_tokens"] <= 0:
-        raise BadInput(msg("lengths_file_bad", None, path=str(p), detail="no positive max_tokens"))
-    return DataFacts(**{k: v for k, v in raw.items() if k in fields})
+        raw = inputs.read_json(p, what="lengths file", max_bytes=inputs.MAX_BYTES["lengths"])
+        if not isinstance(raw, dict) or raw.get("max_tokens") is None:
+            raise BadInput("no positive max_tokens")
+        values: dict[str, Any] = {"source": str(raw["source"])[:40] if isinstance(raw.get("source"), str) else "given"}
+        for key in _LENGTH_COUNTS:
+            low = 1 if key == "max_tokens" else 0
+            values[key] = inputs.optional_int(raw, key, path=shown, low=low, high=_LENGTH_MAX)
+    except BadInput as err:
+        raise BadInput(msg("lengths_file_bad", None, path=shown, detail=in_lang(err, "en"))) from None
+    return DataFacts(**values)
+
+
+def dataset_files_inside(dataset_dir: Path, names: Sequence[str]) -> dict[str, Path]:
+    """The local file (or folder) each dataset name points to through ``dataset_dir/dataset_info.json``.
+
+    Names without a local ``file_name`` (hub datasets, missing entries) are left out; a ``file_name`` that
+    leads outside ``dataset_dir`` (``../../etc``, an absolute path, a link out) is BadInput: neither the
+    lengths nor the trial's fingerprint may read what the dataset folder does not hold."""
+    from oomdoctor import inputs
+
+    info_path = dataset_dir / "dataset_info.json"
+    if not os.path.lexists(info_path):  # a dangling link is there, and refused below
+        return {}
+    info = inputs.read_json_object(info_path, what="dataset_info.json")
+    base = dataset_dir.resolve()
+    found: dict[str, Path] = {}
+    for name in names:
+        entry = info.get(name)
+        if not isinstance(entry, dict) or not isinstance(entry.get("file_name"), str):
+            continue
+        file_name = entry["file_name"]
+        target = (dataset_dir / file_name).resolve()
+        if not target.is_relative_to(base):
+            raise BadInput(msg("in_escapes", None, path=inputs.one_line(info_path), key=f"{inputs.one_line(name)}.file_name",
+                               value=inputs.one_line(file_name), base=inputs.one_line(base)))  # fmt: skip
+        found[name] = target
+    return found
 
 
 def known_lengths(

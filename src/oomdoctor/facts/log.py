@@ -2,8 +2,9 @@
 
 Accepts console captures, ``nohup.out``, the WebUI's ``running_log.txt``, LLaMA-Factory's
 ``trainer_log.jsonl`` and an ``output_dir`` holding them. Big logs are read from the end only (the failure
-is at the end; the banner at the start is read too), so a log of gigabytes costs what its last 64 MiB cost.
-``tail_bytes=None`` streams the whole file instead, in chunks, without holding it in memory.
+is at the end; the banner at the start is read too), so a log of gigabytes costs what its last 16 MiB cost;
+those bytes are searched the way grep does and only the windows around what matters are decoded
+(``log_window.py``). ``tail_bytes=None`` streams the whole file instead, in chunks, line by line.
 
 The knowledge (OOM forms, frames, markers) is in ``log_markers.yaml``; the line handling in
 ``log_text.py``, the scanning in ``log_scan.py`` and the phase decision in ``log_phase.py``.
@@ -15,19 +16,24 @@ import codecs
 import json
 import os
 import re
+import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from oomdoctor.errors import BadInput
+from oomdoctor.facts import log_window
 from oomdoctor.facts.log_oom import parse_oom_numbers
 from oomdoctor.facts.log_phase import Frame, decide, text
+from oomdoctor.facts.log_reassemble import reassemble
 from oomdoctor.facts.log_scan import LogScanner, Run
 from oomdoctor.facts.log_tables import Tables, tables
 from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary
+from oomdoctor.facts.log_window import DEFAULT_SIZES, WindowSizes
+from oomdoctor.facts.ranks import rank_report
 from oomdoctor.facts.types import LogFacts, OtherProcess
 from oomdoctor.i18n import msg
 
-DEFAULT_TAIL_BYTES = 64 * 1024**2
+DEFAULT_TAIL_BYTES = 16 * 1024**2  # hours of progress lines; bounds the reader's memory and time
 HEAD_BYTES = 1024**2  # the banner (batch sizes, world size) sits at the start of a big log
 STREAM_CHUNK_BYTES = 8 * 1024**2
 TRAINER_LOG_MAX_BYTES = 16 * 1024**2
@@ -70,15 +76,66 @@ def parse_log_text(text: str, *, path: str | None = None) -> LogFacts:
     if records is not None:
         return _facts_from(LogScanner(), path=path, trainer_log=records, bytes_read=len(text))
     scanner = LogScanner()
-    scanner.feed_text(text)
-    return _facts_from(scanner, path=path, bytes_read=len(text))
+    scanner.feed_text(reassemble(text))
+    facts = _facts_from(scanner, path=path, bytes_read=len(text))
+    facts.ranks = rank_report(text)
+    return facts
 
 
 # ---------------------------------------------------------------------------------------------- files
-def _scan_file(p: Path, scanner: LogScanner, tail_bytes: int | None) -> tuple[int, bool, str]:
-    """Feed the file to the scanner: whole, head + tail, or streamed. Returns (bytes read, truncated, encoding)."""
+def _scan_file(
+    p: Path, scanner: LogScanner, tail_bytes: int | None, sizes: WindowSizes = DEFAULT_SIZES
+) -> tuple[int, bool, str]:
+    """Feed the file to the scanner: whole, head + tail, or streamed. Returns (bytes read, truncated, encoding).
+
+    The head and the tail are read as bytes and searched the way grep does (``log_window``): only the
+    windows around what matters are decoded, so a big log costs its tail budget's bytes, not its lines."""
+    with _open_regular(p) as fh:
+        sniff = fh.read(_SNIFF_BYTES)
+    bom = bom_encoding(sniff)
+    if tail_bytes is None or (bom and bom.startswith("utf-16")) or not log_window.available():
+        return _scan_file_whole(p, scanner, tail_bytes)
+    if looks_binary(sniff):
+        raise BadInput(msg("log_binary", None, path=p))
     size = p.stat().st_size
-    with open(p, "rb") as fh:
+    head_bytes = min(HEAD_BYTES, max(4096, tail_bytes // 8))  # never more than a fraction of the budget
+    skip_bom = 3 if bom == "utf-8-sig" else 0
+    with _open_regular(p) as fh:
+        if size <= tail_bytes + head_bytes:
+            data = fh.read()
+            if not log_window.has_text(data, skip_bom, len(data)):
+                raise BadInput(msg("log_empty", None, path=p))
+            encoding = log_window.scan_region(data, skip_bom, len(data), scanner, bom, sizes)
+            return len(data), False, encoding
+        head = fh.read(head_bytes)
+        fh.seek(size - tail_bytes)
+        tail = fh.read()
+    head_end = head.rfind(b"\n") + 1 or len(head)
+    tail_start = _after_first_break(tail)
+    if not (
+        log_window.has_text(head, skip_bom, head_end) or log_window.has_text(tail, tail_start, len(tail))
+    ):
+        raise BadInput(msg("log_empty", None, path=p))
+    log_window.scan_region(head, skip_bom, head_end, scanner, bom, sizes)
+    scanner.gap()
+    encoding = log_window.scan_region(tail, tail_start, len(tail), scanner, bom, sizes)
+    return len(head) + len(tail), True, encoding
+
+
+def _after_first_break(data: bytes) -> int:
+    """Where the first whole line of a tail starts (its first line is partial)."""
+    breaks = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
+    if not breaks:
+        return len(data)
+    at = min(breaks)
+    return at + 2 if data[at : at + 2] == b"\r\n" else at + 1
+
+
+def _scan_file_whole(p: Path, scanner: LogScanner, tail_bytes: int | None) -> tuple[int, bool, str]:
+    """The reader before log_window: every byte of the head and tail decoded and scanned line by line.
+    Used for UTF-16 logs, for the full streamed scan, and by the tests that check both readers agree."""
+    size = p.stat().st_size
+    with _open_regular(p) as fh:
         head = fh.read(min(size, _SNIFF_BYTES))
         if looks_binary(head):
             raise BadInput(msg("log_binary", None, path=p))
@@ -108,6 +165,17 @@ def _scan_file(p: Path, scanner: LogScanner, tail_bytes: int | None) -> tuple[in
     scanner.gap()
     scanner.feed_text(tail_text)
     return len(head_data) + len(tail_data), True, encoding
+
+
+def _open_regular(p: Path) -> BinaryIO:
+    """Open a log for reading, refusing at once what is not a regular file: a FIFO would block the open (or
+    the read) forever, a device never ends. The check is on the opened descriptor, so a file swapped for a
+    FIFO after ``is_file()`` is refused too."""
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BadInput(msg("not_a_file", None, path=p))
+    return os.fdopen(fd, "rb")
 
 
 def _to_last_newline(data: bytes, encoding: str | None) -> bytes:
@@ -182,14 +250,14 @@ def _read_output_dir(d: Path, tail_bytes: int | None) -> LogFacts:
 def _is_trainer_log(p: Path) -> bool:
     if p.name.endswith(".jsonl"):
         return True
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         first = fh.read(4096).lstrip()
     return first.startswith(b'{"') and b'"current_steps"' in first
 
 
 def _read_trainer_log(p: Path) -> list[dict[str, Any]]:
     size = p.stat().st_size
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         if size > TRAINER_LOG_MAX_BYTES:
             fh.seek(size - TRAINER_LOG_MAX_BYTES)
         data = fh.read()
@@ -218,7 +286,7 @@ def _trainer_records(content: str) -> list[dict[str, Any]] | None:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # broken, or nested deeper than any record (json recurses)
             continue
         if isinstance(obj, dict):
             records.append(obj)
@@ -228,10 +296,14 @@ def _trainer_records(content: str) -> list[dict[str, Any]] | None:
 
 
 def _number(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
+    """A finite value of a sane size (NaN kept: a diverged loss is a reading); None for anything else."""
+    if value is None or isinstance(value, (bool, dict, list)):
         return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if number != number or abs(number) < 1e15 else None
 
 
 # ---------------------------------------------------------------------------------------------- facts
@@ -297,6 +369,8 @@ def _facts_from(
         f.allocated_mib = n.allocated_mib
         f.reserved_mib = n.reserved_mib
         f.reserved_unallocated_mib = n.reserved_unallocated_mib
+        f.allowed_mib, f.private_pools_mib = n.allowed_mib, n.private_pools_mib
+        f.current_active_mib = n.current_active_mib
         f.gpu_index = n.gpu_index
         if n.gpu_index is not None and n.gpu_index in run.card_names:
             f.card_name = run.card_names[n.gpu_index]  # the failing card, where the log names each card
@@ -324,6 +398,7 @@ def _banner_facts(f: LogFacts, run: Run) -> None:
     f.total_train_batch_size = run.total_train_batch_size
     f.num_examples = run.num_examples
     f.world_size = run.world_size
+    f.launcher_world_size = run.launcher_world_size
     f.trainable_params = run.trainable_params
     f.all_params = run.all_params
     f.total_steps = run.total_steps or run.train_total

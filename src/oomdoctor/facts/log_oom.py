@@ -27,7 +27,10 @@ _UNIT_MIB = {
     "tib": 1024.0**2,
 }
 # torch prints binary units with "GiB"; a few tools print "GB" for the same thing: both are read as binary.
-_SIZE = r"([\d][\d,]*(?:\.\d+)?)\s*(TiB|GiB|MiB|KiB|TB|GB|MB|KB|bytes|byte|B)\b"
+# A number starts where no digit, point or comma precedes it and has at most 25 digits and commas: linear to search
+# (an unbounded `\d[\d,]*` tried at every digit of a 100,000-digit run is quadratic), and a number longer
+# than any size is not read at all.
+_SIZE = r"(?<![\d.,])(\d[\d,]{0,24}(?:\.\d{1,12})?)\s*(TiB|GiB|MiB|KiB|TB|GB|MB|KB|bytes|byte|B)\b"
 
 
 def size_to_mib(value: str, unit: str) -> float:
@@ -39,7 +42,8 @@ def size_to_mib(value: str, unit: str) -> float:
 
 
 def _one(pattern: str, text: str) -> float | None:
-    m = re.search(pattern, text)
+    # a message copied from a terminal or a web page may carry doubled spaces or a line break between words
+    m = re.search(pattern.replace(" ", r"\s+"), text)
     return size_to_mib(m.group(1), m.group(2)) if m else None
 
 
@@ -54,10 +58,15 @@ class OomNumbers:
     reserved_unallocated_mib: float | None = None
     gpu_index: int | None = None
     other_processes: list[tuple[int, float]] = field(default_factory=list)  # (pid, MiB)
+    allowed_mib: float | None = None  # old format "N allowed;": a per-process memory fraction is set
+    private_pools_mib: float | None = None  # "with N allocated in private pools (e.g., CUDA Graphs)"
+    current_active_mib: float | None = None  # Ascend NPU "N current active"
 
 
 # One message header: "torch.cuda.OutOfMemoryError: CUDA out of memory", or "RuntimeError: CUDA out of memory".
-_NEXT_MESSAGE = re.compile(r"OutOfMemoryError: (?:(?:CUDA|HIP) out of memory)?|(?:CUDA|HIP) out of memory")
+_NEXT_MESSAGE = re.compile(
+    r"OutOfMemoryError: (?:(?:CUDA|HIP|NPU|XPU) out of memory)?|(?:CUDA|HIP|NPU|XPU) out of memory"
+)
 
 
 def first_message(text: str) -> str:
@@ -78,7 +87,7 @@ def parse_oom_numbers(text: str) -> OomNumbers:
         or _one(r"unable to mmap " + _SIZE, text)
         or _one(r"Unable to allocate " + _SIZE, text)
     )
-    gpu = re.search(r"\bGPU (\d+)\b", text)
+    gpu = re.search(r"\b(?:GPU|NPU|XPU) (\d{1,4})\b", text)
     if gpu:
         n.gpu_index = int(gpu.group(1))
     # new format
@@ -87,7 +96,7 @@ def parse_oom_numbers(text: str) -> OomNumbers:
     n.process_in_use_mib = _one(r"this process has " + _SIZE + r" memory in use", text)
     n.allocated_mib = _one(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch", text)
     n.reserved_unallocated_mib = _one(_SIZE + r" is reserved by PyTorch but unallocated", text)
-    for m in re.finditer(r"Process (\d+) has " + _SIZE + r" memory in use", text):
+    for m in re.finditer(r"Process\s+(\d{1,10})\s+has\s+" + _SIZE + r"\s+memory\s+in\s+use", text):
         n.other_processes.append((int(m.group(1)), size_to_mib(m.group(2), m.group(3))))
     # old format: "(GPU 2; 79.17 GiB total capacity; 76.68 GiB already allocated; 381.31 MiB free; ...)"
     if n.capacity_mib is None:
@@ -97,6 +106,9 @@ def parse_oom_numbers(text: str) -> OomNumbers:
     if n.free_mib is None:
         n.free_mib = _one(_SIZE + r" free\b", text)
     n.reserved_mib = _one(_SIZE + r" reserved in total by PyTorch", text) or _one(_SIZE + r" cached\)", text)
+    n.allowed_mib = _one(_SIZE + r" allowed;", text)
+    n.private_pools_mib = _one(r"with " + _SIZE + r" allocated in private pools", text)
+    n.current_active_mib = _one(_SIZE + r" current active", text)
     if n.reserved_mib is not None and n.allocated_mib is not None and n.reserved_unallocated_mib is None:
         n.reserved_unallocated_mib = round(max(0.0, n.reserved_mib - n.allocated_mib), 2)
     if n.reserved_mib is None and n.allocated_mib is not None and n.reserved_unallocated_mib is not None:

@@ -87,12 +87,25 @@ def parse_frames(block: list[str]) -> list[Frame]:
         if current is not None and current.code is None:
             current.code = code
         else:
-            current = Frame(None, None, code)
+            # a bare source line (a cut excerpt): when it calls a function over the logits, that is what ran
+            current = Frame(None, _logits_call(code), code)
             frames.append(current)
     return frames
 
 
-_ROLE_RANK = {"context": 5, "after_step": 4, "train": 3, "loss": 2, "forward": 1}
+_CALL = re.compile(r"([A-Za-z_]\w*)\(")
+
+
+def _logits_call(code: str) -> str | None:
+    """The function over the full-vocabulary logits a bare source line calls (``logits.log_softmax(-1)``)."""
+    from oomdoctor.facts.logits import logits_frames
+
+    known = logits_frames()
+    return next((name for name in reversed(_CALL.findall(code)) if name in known), None)
+
+
+# "rollout": an RL trainer generating inside its training step (a `generate` below it is not an evaluation).
+_ROLE_RANK = {"context": 5, "after_step": 4, "train": 3, "rollout": 3, "loss": 2, "forward": 1}
 # What the Trainer does in its after-step hook: the phases a failure there can belong to.
 AFTER_STEP_PHASES = ("eval", "save")
 
@@ -170,6 +183,15 @@ def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = N
             compute_hit = compute_hit or (frame, rule)
         roles.setdefault(rule.role, (frame, rule))
 
+    rollout = roles.get("rollout")
+    if (
+        rollout is not None
+        and context_hit is not None
+        and context_hit[1].phase == "eval"
+        and frames.index(rollout[0]) < frames.index(context_hit[0])
+    ):
+        context_hit = None  # the generation below an RL rollout is the rollout, part of the training step
+
     def frame_evidence(hit: tuple[Frame, FrameRule | CodeRule]) -> None:
         ev.append(text("log_ev_frame", frame=_label(hit[0]), why=hit[1].why))
 
@@ -217,10 +239,12 @@ def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = N
         res.candidates = list(AFTER_STEP_PHASES)
         frame_evidence(after_step)
         ev.append(text("log_ev_after_step", n=good if good is not None else "?"))
-    elif "train" in roles or ("loss" in roles and snap.context != "eval"):
-        deciding = roles.get("train") or roles["loss"]
+    elif "train" in roles or rollout is not None or ("loss" in roles and snap.context != "eval"):
+        deciding = roles.get("train") or rollout or roles["loss"]
         if compute_hit is not None and compute_hit[0] is not deciding[0]:
             frame_evidence(compute_hit)  # what was allocating
+        if rollout is not None and rollout[0] is not deciding[0] and rollout[0] is not compute_hit[0]:
+            frame_evidence(rollout)  # an RL rollout: what it holds is the likely cause
         frame_evidence(deciding)  # why it is training
         training()
     elif "loss" in roles or "forward" in roles:
@@ -237,9 +261,17 @@ def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = N
             ev.append(text("log_ev_forward_only"))
     else:
         ctx = snap.context
-        if ctx in ("load", "eval", "save"):
+        if ctx == "load" and any_steps and not failure.cut:
+            # a loading marker after completed steps: the evidence disagrees, so ask rather than guess
+            marker_evidence()
+            ev.append(text("log_ev_conflict_load_steps", n=good if good is not None else snap.loss_dicts))
+        elif ctx in ("load", "eval", "save"):
             res.phase, res.confidence = ctx, "high"
             marker_evidence()
+        elif ctx is None and failure.kind == "mmap" and not snap.training_started:
+            # mapping a library (an import) or a weights file into memory: the start of the run, loading
+            res.phase, res.confidence = "load", "high"
+            ev.append(text("log_ev_mmap_at_start"))
         elif ctx == "zero_init":
             res.phase, res.confidence = "optimizer_step", "high"
             marker_evidence()

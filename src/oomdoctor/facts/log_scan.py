@@ -12,14 +12,12 @@ import re
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from oomdoctor.facts import launcher
+from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
 from oomdoctor.facts.log_text import split_prefix, strip_ansi
 
-# tqdm: "{desc}: 17%|█▏   | 1000/6060 [6:44:48<34:21:44, 24.45s/it]" (desc optional; bar may be ASCII)
-_BAR = re.compile(
-    r"(?P<desc>[^|\r\n]*?)\s*(?P<pct>\d{1,3})%\|[^|\n]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*(?:\[[^\]\n]*\])?"
-)
 # The timing tail of a tqdm bar whose "n/total" part is not in the line (cut by the reporter, or wrapped onto
 # the line before): "[02:06<01:20, 13.44s/it, pg=-.0119". Elapsed time and rate give the iterations done.
 _BAR_TAIL = re.compile(
@@ -101,10 +99,25 @@ TRACEBACK_HEADER = "Traceback (most recent call last)"
 _MAX_TRACEBACK_LINES = 4000
 _RECENT_LINES = 8
 _MAX_WARNINGS = 20
+_CARD_LINE_CHARS = 1024
+# A line longer than this is read as its first and last halves: every pattern then runs on a bounded text
+# (a nohup.out of one endless progress line, a binary blob, a pasted base64 image).
+MAX_LINE_CHARS = 16 * 1024
+CLIP = " … "
 
 
-def _int(text: str) -> int:
-    return int(text.replace(",", ""))
+def _launcher_world_size(text: str) -> int | None:
+    """launcher.world_size_in, with a count too long for int() (4,300 digits) read as none."""
+    try:
+        return launcher.world_size_in(text)
+    except ValueError:
+        return None
+
+
+def _int(text: str) -> int | None:
+    """A count as printed ("1,600,000"); None for a number no log means (and int() refuses 4,300 digits)."""
+    digits = text.replace(",", "")
+    return int(digits) if 0 < len(digits) <= MAX_COUNT_DIGITS and digits.isdecimal() else None
 
 
 @dataclass
@@ -187,6 +200,7 @@ class Run:
     total_steps: int | None = None
     num_examples: int | None = None
     world_size: int | None = None
+    launcher_world_size: int | None = None  # what a launcher line states (facts/launcher.py)
     trainable_params: int | None = None
     all_params: int | None = None
     gradient_checkpointing_logged: bool = False
@@ -215,14 +229,14 @@ class LogScanner:
         pos = 0
         for run in _PROGRESS_RUN.finditer(text):
             body = run.group(0)
-            first = _BAR.search(body)
+            first = find_bar(body)
             last_bar_at = body.rfind("%|")
             segment_start = max(body.rfind("\r", 0, last_bar_at), body.rfind("\n", 0, last_bar_at)) + 1
-            last = _BAR.search(body, segment_start)
-            if first is None or last is None or first.group("total") != last.group("total"):
+            last = find_bar(body, segment_start)
+            if first is None or last is None or first.total != last.total:
                 continue  # mixed bars (train and eval): leave them to the line-by-line path
             self.feed_lines(text[pos : run.start()].splitlines())
-            kept = [(first.start(), first.group(0)), (last.start(), last.group(0))]
+            kept = [(first.start, first.shown), (last.start, last.shown)]
             dicts = body.count("{'loss': ")
             if dicts:
                 at = body.rfind("{'loss': ")
@@ -235,6 +249,9 @@ class LogScanner:
     def feed_lines(self, lines: list[str]) -> None:
         for line in lines:
             self.line_no += 1
+            if len(line) > MAX_LINE_CHARS:
+                half = MAX_LINE_CHARS // 2
+                line = line[:half] + CLIP + line[-half:]
             if not line:
                 self._blank("")
             elif line[0] == "[" or ": " in line[:64]:
@@ -242,6 +259,30 @@ class LogScanner:
                 self._segment(p.key, p.rank, p.host, p.text)
             else:
                 self._segment("", None, None, line)
+
+    def read_bar(self, line: str) -> tuple[str, int, int] | None:
+        """(description, n, total) of the progress bar a line starts with, as ``_segment`` would read it."""
+        text = strip_ansi(line)
+        if text[:1] == "[" or ": " in text[:64]:
+            text = split_prefix(text).text
+        bar = find_bar(text) if "%|" in text else None
+        if bar is None:
+            return None
+        return bar.desc.strip().rstrip(":").strip(), bar.n, bar.total
+
+    def bar_loop(self, desc: str, total: int) -> str:
+        """What a bar with this description and total counts now: "train", "eval", "load" or "other"."""
+        if desc:
+            if any(desc.startswith(b) for b in self.t.load_bars):
+                return "load"
+            word = desc.split()[0].rstrip(":").lower()
+            if word in self.t.train_bar_words:
+                return "train"
+            return "eval" if word in self.t.eval_bar_words else "other"
+        run = self.run
+        if run.train_total is not None:
+            return "train" if total == run.train_total else "eval"
+        return "train" if run.snap.context != "eval" else "eval"
 
     def gap(self) -> None:
         """Lines were skipped here (head and tail of a big log): nothing carries across the gap."""
@@ -268,17 +309,27 @@ class LogScanner:
             tb.lines.append("")
 
     def _segment(self, key: str, rank: int | None, host: str | None, text: str) -> None:
+        """One line (after its prefix); text glued after a progress bar is read as the next line, in a loop
+        (3,000 bars glued on one line must not recurse 3,000 deep)."""
+        rest: str | None = text
+        while rest is not None:
+            rest = self._segment_once(key, rank, host, rest)
+
+    def _segment_once(self, key: str, rank: int | None, host: str | None, text: str) -> str | None:
+        """Read one line; returns text glued after a bar that is still to be read, else None."""
         run = self.run
         if not text.strip():
             self._blank(key)
-            return
+            return None
         if text[:1].isdigit():
             text = self._unstamp(key, text)
         if RICH_BOX in text or "╰" in text:
             rich = self._rich(key, text)
             if rich is None:
-                return
+                return None
             text = rich
+        if launcher.HINT.search(text):  # before any return: a launch command may sit in an error line
+            run.launcher_world_size = _launcher_world_size(text) or run.launcher_world_size
         failure = run.failure
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1
@@ -288,35 +339,30 @@ class LogScanner:
                 failure.message = failure.message + " " + text.strip()
         # progress bars (possibly with more text glued after the bar, e.g. "...2.59s/it]Killed")
         if "%|" in text:
-            m = _BAR.search(text)
-            if m:
-                self._bar(
-                    m.group("desc").strip().rstrip(":").strip(),
-                    int(m.group("n")),
-                    int(m.group("total")),
-                    m.group(0).strip(),
-                )
+            bar = find_bar(text)
+            if bar is not None:
+                self._bar(bar.desc.strip().rstrip(":").strip(), bar.n, bar.total, bar.shown.strip())
                 run.last_content_was_traceback = False
-                rest = text[m.end() :]
-                if rest.strip():
-                    self._segment(key, rank, host, rest)
-                return
+                rest = text[bar.end :]
+                return rest if rest.strip() else None
         if ("s/it" in text or "it/s" in text) and "<" in text:
             self._bar_tail(text)
         if ", Epoch " in text:
             m = _NOTEBOOK_BAR.match(text)
             if m:
-                self._bar("", int(m.group("n")), int(m.group("total")), m.group(0).strip())
+                n, total = _int(m.group("n")), _int(m.group("total"))
+                if n is not None and total is not None:
+                    self._bar("", n, total, m.group(0).strip())
                 run.last_content_was_traceback = False
-                return
+                return None
         if "{'" in text and "':" in text and self._dict_line(text):
             run.last_content_was_traceback = False
-            return
+            return None
         # traceback structure
         if TRACEBACK_HEADER in text:  # Python's header, or IPython's "OutOfMemoryError    Traceback (...)"
             self._open_traceback(key, header=True)
             run.last_content_was_traceback = True
-            return
+            return None
         frame = match_frame_line(text)
         if frame is not None:
             tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
@@ -324,7 +370,7 @@ class LogScanner:
             tb.has_frames = True
             run.last_traceback_key = key
             run.last_content_was_traceback = True
-            return
+            return None
         # out-of-memory forms (not in the source lines of an open traceback: `raise RuntimeError("No executable
         # batch size found ...")` is code; Python prints the error itself unindented)
         in_traceback_code = (
@@ -334,19 +380,19 @@ class LogScanner:
             form = self._oom_form(text)
             if form is not None:
                 self._failure(form, key, rank, host, text)
-                return
+                return None
         is_exception = text[:1].isalpha() and _EXCEPTION_LINE.match(text) is not None
         if is_exception:
             self._other_error(key, text)
-            return
+            return None
         self._markers(text)
         if _ELISION.match(text):
-            return
+            return None
         tb = run.open_tracebacks.get(key)
         if _LOG_RECORD.match(text):
             run.last_content_was_traceback = False
             run.recent.pop(key, None)
-            return
+            return None
         if tb is not None:
             if len(tb.lines) < _MAX_TRACEBACK_LINES:
                 tb.lines.append(text)
@@ -402,6 +448,7 @@ class LogScanner:
     def _card(self, text: str) -> None:
         """The card's name where the log prints it (env report, nvidia-smi, device banners)."""
         run = self.run
+        text = text[:_CARD_LINE_CHARS]  # a card line is short; the table's lazy patterns stay cheap
         for pattern in self.t.card_patterns:
             m = pattern.search(text)
             if m is None:
@@ -411,7 +458,9 @@ class LogScanner:
                 continue
             index = m.groupdict().get("index")
             if index is not None:
-                run.card_names.setdefault(int(index), name)
+                card = _int(index)
+                if card is not None:
+                    run.card_names.setdefault(card, name)
             if run.card_name is None:
                 run.card_name = name
             return
@@ -461,9 +510,12 @@ class LogScanner:
             return
         elapsed_s = 0
         for part in m.group("elapsed").split(":"):
-            elapsed_s = elapsed_s * 60 + int(part)
+            value = _int(part)
+            if value is None:
+                return
+            elapsed_s = elapsed_s * 60 + value
         rate = float(m.group("rate"))
-        if rate <= 0:
+        if not 1e-9 < rate < 1e12:
             return
         done = int(elapsed_s / rate) if m.group("unit") == "s/it" else int(elapsed_s * rate)
         if done < 1:
@@ -543,7 +595,7 @@ class LogScanner:
             for w in t.allocator_warnings:
                 m = w.pattern.search(text)
                 if m:
-                    count = int(m.group("n")) if "n" in w.pattern.groupindex else 0
+                    count = (_int(m.group("n")) or 0) if "n" in w.pattern.groupindex else 0
                     if w.count == "add":
                         run.alloc_retries += count
                     elif w.count == "max":
@@ -573,7 +625,7 @@ class LogScanner:
             return
         m = _PROCESS_RANK.search(text)
         if m:
-            run.world_size = int(m.group(2))
+            run.world_size = _int(m.group(2))
             return
         if "Gradient checkpointing enabled" in text:
             run.gradient_checkpointing_logged = True

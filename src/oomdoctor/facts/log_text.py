@@ -14,10 +14,10 @@ from dataclasses import dataclass
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 # torchrun / torch elastic: "[rank3]:" (and "[default3]:" from --tee / --log-dir); several may stack.
-_RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s?")
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d{1,6})\]:\s?")  # no cluster has a million ranks
 # pdsh (DeepSpeed multi-node): "gpu-q-13: ...", srun -l: "3: ...". A host name carries a digit, which keeps
 # "RuntimeError: ..." and "torch.cuda.OutOfMemoryError: ..." from looking like hosts.
-_HOST_PREFIX = re.compile(r"^(\d+|[A-Za-z0-9][\w.-]*\d[\w.-]*|localhost): ")
+_HOST_PREFIX = re.compile(r"^(\d{1,6}|[A-Za-z0-9][\w.-]*\d[\w.-]*|localhost): ")
 
 BINARY_SNIFF_BYTES = 8192
 
@@ -45,10 +45,10 @@ def split_prefix(line: str) -> Prefixed:
                 text = text[m.end() :]
                 continue
         if ": " in text[:64]:
-            m = _HOST_PREFIX.match(text)
+            m = _HOST_PREFIX.match(text, 0, 72)  # the ": " is in the first 64 characters
             if m:
                 label = m.group(1)
-                if label.isdigit():
+                if label.isdecimal() and len(label) <= 6:
                     rank = int(label) if rank is None else rank
                 else:
                     host = label

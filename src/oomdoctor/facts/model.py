@@ -9,7 +9,7 @@ transformers: config.json is plain JSON.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from oomdoctor.datafiles import load_data_file
+from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts, ModelFacts
 
 _TABLE_PATH = Path(__file__).with_name("model_table.yaml")
@@ -141,6 +142,7 @@ def model_from_config_dict(
             if "tie_word_embeddings" not in sub and "tie_word_embeddings" in raw:
                 cfg["tie_word_embeddings"] = raw["tie_word_embeddings"]
             break
+    cfg = _checked_shape(cfg, source)
     model_type = cfg.get("model_type")
     traits = family_traits(model_type)
 
@@ -164,7 +166,7 @@ def model_from_config_dict(
     shared_i = _first(cfg, "shared_expert_intermediate_size")
     if shared_i is None and cfg.get("n_shared_experts") and cfg.get("moe_intermediate_size"):
         shared_i = int(cfg["n_shared_experts"]) * int(cfg["moe_intermediate_size"])
-    architectures = cfg.get("architectures") or raw.get("architectures") or []
+    architectures = cfg.get("architectures") or []
 
     facts = ModelFacts(
         name=name or cfg.get("_name_or_path") or None,
@@ -178,7 +180,7 @@ def model_from_config_dict(
         intermediate_size=_int(intermediate),
         vocab_size=_int(vocab),
         tie_word_embeddings=bool(tie),
-        torch_dtype=_first(cfg, "torch_dtype", "dtype"),
+        torch_dtype=_text_or_none(_first(cfg, "torch_dtype", "dtype")),
         model_type=model_type,
         gated_mlp=traits.get("mlp", "gated") == "gated",
         norms_per_layer=int(traits.get("norms_per_layer", 2)),
@@ -193,6 +195,44 @@ def model_from_config_dict(
         total, active, embedding = count_params(facts, traits, first_dense_layers=_int(cfg.get("first_k_dense_replace")) or 0)
         facts.params, facts.params_active, facts.embedding_params = total, active, embedding
     return facts
+
+
+# Every number of the shape that the estimate multiplies: a whole number, at most 2**31 (a vocabulary of
+# two billion, a hidden size no model has). Heads divide, so they must be at least 1.
+_SHAPE_KEYS = (
+    "hidden_size", "n_embd", "d_model", "num_hidden_layers", "n_layer", "num_layers", "head_dim", "kv_channels",
+    "intermediate_size", "ffn_hidden_size", "n_inner", "vocab_size", "padded_vocab_size", "num_experts",
+    "num_local_experts", "n_routed_experts", "moe_num_experts", "shared_expert_intermediate_size",
+    "n_shared_experts", "moe_intermediate_size", "num_experts_per_tok", "moe_topk", "top_k",
+    "first_k_dense_replace",
+)  # fmt: skip
+_HEAD_KEYS = (
+    "num_attention_heads", "n_head", "num_heads", "num_key_value_heads", "multi_query_group_num", "n_head_kv",
+    "num_kv_heads",
+)  # fmt: skip
+_SHAPE_MAX = 1 << 31
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _checked_shape(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """``cfg`` with each shape number range-checked (BadInput naming the file and key), and the names that
+    must be text (``model_type``, ``architectures``) dropped when they are not."""
+    from oomdoctor import inputs
+
+    out = dict(cfg)
+    for key in (*_SHAPE_KEYS, *_HEAD_KEYS):
+        if out.get(key) is not None:
+            low = 1 if key in _HEAD_KEYS else 0
+            out[key] = inputs.as_int(out[key], path=source, key=key, low=low, high=_SHAPE_MAX)
+    if not isinstance(out.get("model_type"), str):
+        out["model_type"] = None
+    architectures = out.get("architectures")
+    if not (isinstance(architectures, list) and all(isinstance(a, str) for a in architectures)):
+        out["architectures"] = None
+    return out
 
 
 def _int(value: Any) -> int | None:
@@ -290,9 +330,13 @@ def _hf_snapshot_config(repo_dir: Path) -> Path | None:
     snapshots = repo_dir / "snapshots"
     ref = repo_dir / "refs" / "main"
     if ref.is_file():
-        candidate = snapshots / ref.read_text(encoding="utf-8").strip() / "config.json"
-        if candidate.is_file():
-            return candidate
+        from oomdoctor import inputs
+
+        with contextlib.suppress(BadInput, ValueError):  # a ref that is not a commit name: use the newest
+            name = inputs.read_text(ref, what="file", max_bytes=4096).strip()
+            candidate = snapshots / name / "config.json"
+            if "/" not in name and name not in ("", ".", "..") and candidate.is_file():
+                return candidate
     if not snapshots.is_dir():
         return None
     found = [p for p in snapshots.glob("*/config.json") if p.is_file()]
@@ -332,14 +376,16 @@ def find_config_json(
 
 
 def read_config_json(path: Path, *, name: str | None = None) -> ModelFacts | None:
-    """ModelFacts from a config.json file; None when it cannot be read as a JSON object."""
+    """ModelFacts from a config.json file; None when it has no shape (hidden size, layers) or cannot be a
+    model's config.json (not a regular file, too big, not a JSON object, nested too deep, a size that is not
+    a whole number in range): the shape is an optional fact, and the built-in table may still know it."""
+    from oomdoctor import inputs
+
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = inputs.read_json_object(path, what="model config.json")
+        facts = model_from_config_dict(raw, source=f"config.json:{path}", name=name)
+    except BadInput:
         return None
-    if not isinstance(raw, dict):
-        return None
-    facts = model_from_config_dict(raw, source=f"config.json:{path}", name=name)
     if facts.hidden_size is None or facts.num_layers is None:
         return None
     return facts

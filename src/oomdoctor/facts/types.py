@@ -75,8 +75,7 @@ class ConfigFacts:
     per_device_eval_batch_size: int = 8
     per_device_eval_batch_size_set: bool = False  # False: the default of 8 is in effect
     gradient_accumulation_steps: int = 1
-    world_size: int = 1  # GPUs taking part (from the log or the launcher); 1 when unknown
-    effective_batch: int = 8  # per_device_train_batch_size * gradient_accumulation_steps * world_size
+    world_size: int = 1  # processes taking part, as rules/assemble.py settles it; 1 when unknown
     cutoff_len: int = 2048
     packing: bool = False
     fp16: bool = False
@@ -117,6 +116,12 @@ class ConfigFacts:
     # Anything that runs out after loading in such a run runs out in the eval phase.
     evaluation_only: bool = False
 
+    @property
+    def effective_batch(self) -> int:
+        """micro-batch x accumulation x ``world_size``: what a config-level what-if keeps constant. The run's
+        effective batch is ``Facts.derived.effective_batch`` (None while the world size is unknown)."""
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps * self.world_size
+
 
 @dataclass
 class OtherProcess:
@@ -147,6 +152,9 @@ class LogFacts:
     reserved_mib: float | None = None  # "reserved in total by PyTorch"
     reserved_unallocated_mib: float | None = None  # "reserved by PyTorch but unallocated"
     other_processes: list[OtherProcess] = field(default_factory=list)  # "Process N has X memory in use"
+    allowed_mib: float | None = None  # old format "N allowed": a per-process memory fraction caps this process
+    private_pools_mib: float | None = None  # "with N allocated in private pools (e.g., CUDA Graphs)"
+    current_active_mib: float | None = None  # Ascend NPU "N current active"
     frames: list[str] = field(default_factory=list)  # function names in the last traceback, outermost first
     warnings: list[str] = field(default_factory=list)  # e.g. allocation retries, "Killing subprocess"
     alloc_retries: int = 0  # "N CUDA malloc retries" / allocator warnings seen
@@ -161,7 +169,9 @@ class LogFacts:
     gradient_accumulation_steps: int | None = None
     total_train_batch_size: int | None = None
     num_examples: int | None = None
-    world_size: int | None = None
+    world_size: int | None = None  # LLaMA-Factory's "Process rank: N, world size: M"
+    # The processes a launcher line states: torchrun/deepspeed/accelerate arguments, WORLD_SIZE, "world size:"
+    launcher_world_size: int | None = None
     trainable_params: int | None = None
     all_params: int | None = None
     last_loss: float | None = None
@@ -190,6 +200,8 @@ class LogFacts:
     # DeepSpeed ZeRO stage the log shows (a traceback through ZeRO's stage files, its optimizer banner, its
     # config dump); read by the rules (derived.zero_stage) when the config does not say.
     zero_stage: int | None = None
+    # A log of several ranks or nodes (facts/ranks.py): who ran out first, who ran out too, who was torn down.
+    ranks: Any = None  # RankReport | None
 
 
 @dataclass

@@ -14,6 +14,7 @@ put lines in the diff that the proposal never changed.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -25,12 +26,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from oomdoctor import __version__
+from oomdoctor import __version__, inputs
 from oomdoctor.diagnosis import Proposal
 from oomdoctor.errors import BadInput
-from oomdoctor.facts.config import is_llamaboard_file, lf_knowledge, read_config_text, yaml_error_line
+from oomdoctor.facts.config import is_llamaboard_file, lf_knowledge, read_config_text
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import both, msg
 from oomdoctor.patch.yaml_edit import EditError, KeyEdit, apply_edits
@@ -75,9 +74,7 @@ def write_patched_config(
     source = Path(config_path).expanduser().absolute()
     text = read_config_text(source)
     raw = _load_raw(source, text)
-    out = Path(out_dir).expanduser().absolute()
-    if out.exists() or out.is_symlink():
-        raise BadInput(msg("out_exists", None, path=out))
+    out = inputs.check_new_folder(out_dir)
     if not (proposal.changes or proposal.env or proposal.files):
         raise ValueError(f"proposal {proposal.rule!r} has nothing to write (manual advice)")
     _check_file_names(proposal)
@@ -88,9 +85,10 @@ def write_patched_config(
         edited = apply_edits(text, edits, rule=proposal.rule)
     except EditError as err:
         raise BadInput(msg("patch_cannot_edit", None, path=source, detail=err)) from None
-    final = yaml.safe_load(edited.text)
+    final = inputs.load_yaml(edited.text, path=inputs.one_line(out / CONFIG_NAME))
 
     run_dir, relative = find_run_dir(final, source.parent)
+    inputs.check_new_folder(out, protected=run_folders(raw, run_dir))
     env = _launch_env(proposal, final)
     config_out = out / CONFIG_NAME
     command = build_command(config_out, env=env, run_dir=run_dir)
@@ -147,10 +145,7 @@ def write_patched_config(
 
 
 def _load_raw(source: Path, text: str) -> dict[str, Any]:
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise BadInput(msg("yaml_malformed", None, path=source, detail=yaml_error_line(err))) from None
+    raw = inputs.load_yaml(text, path=inputs.one_line(source))  # aliases, depth and numbers bounded
     if raw is None:
         raise BadInput(msg("config_empty", None, path=source))
     if not isinstance(raw, dict):
@@ -267,13 +262,37 @@ def _input_paths(final: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _recorded_run_dir(config_dir: Path) -> Path | None:
-    """A trial folder's change.json remembers where its chain of configs runs."""
+    """A trial folder's change.json remembers where its chain of configs runs (None when it cannot say)."""
     change = config_dir / CHANGE_NAME
-    try:
-        value = json.loads(change.read_text(encoding="utf-8")).get("run_dir")
-    except (OSError, ValueError, AttributeError):
+    if not change.exists():
         return None
-    return Path(value) if isinstance(value, str) and value else None
+    try:
+        value = inputs.read_json_object(change, what="change.json").get("run_dir")
+    except BadInput:
+        return None
+    return Path(value) if isinstance(value, str) and value and "\x00" not in value else None
+
+
+def run_folders(raw: dict[str, Any], run_dir: Path | None) -> dict[str, Path]:
+    """The folders of the user's run that a new folder must never be put inside: ``output_dir`` (its
+    checkpoints), ``dataset_dir`` and a local model folder, resolved from where the run starts."""
+    knowledge = lf_knowledge()
+    base = run_dir if run_dir is not None else Path.cwd()
+    folders: dict[str, Path] = {}
+    for key in ("output_dir", "dataset_dir", "model_name_or_path"):
+        value = raw.get(key)
+        if key == "dataset_dir" and value is None and raw.get("dataset"):
+            value = knowledge["defaults"]["dataset_dir"]
+        if not isinstance(value, str) or not value.strip() or "\x00" in value:
+            continue
+        if key == "dataset_dir" and value.strip() == knowledge["dataset_dir_online"]:
+            continue
+        path = Path(value.strip()).expanduser()
+        path = path if path.is_absolute() else base / path
+        if key == "model_name_or_path" and not path.is_dir():
+            continue  # a hub id, not a folder of this machine
+        folders[key] = path
+    return folders
 
 
 def find_run_dir(final: dict[str, Any], config_dir: Path) -> tuple[Path | None, dict[str, dict[str, Any]]]:
@@ -347,8 +366,9 @@ def _default_parent(source: Path) -> str:
 
 
 def _write_folder(out: Path, config_text: str, files: dict[str, Any], change: dict[str, Any]) -> list[Path]:
-    """Write everything into a hidden sibling, then rename it into place: no half-written trial folders."""
-    out.parent.mkdir(parents=True, exist_ok=True)
+    """Claim ``out`` with ``os.mkdir`` (fails on anything there, a symlink included), write everything into a
+    hidden sibling, then rename it over the empty claimed folder: no half-written trial folders."""
+    inputs.make_new_folder(out)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
         with (staging / CONFIG_NAME).open("w", encoding="utf-8", newline="") as f:
@@ -364,11 +384,11 @@ def _write_folder(out: Path, config_text: str, files: dict[str, Any], change: di
         (staging / CHANGE_NAME).write_text(
             json.dumps(change, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
-        if out.exists():
-            raise BadInput(msg("out_exists", None, path=out))
         staging.chmod(0o755)  # mkdtemp makes it private; a trial folder is an ordinary folder
         staging.rename(out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            out.rmdir()  # our empty claim; never anything with content
         raise
     return [out / name for name in files]

@@ -1,70 +1,22 @@
-"""Facts the engine computes from the others before any rule runs (``derived.<name>`` in rule files).
+"""The answer-dependent part of ``rules.assemble``: the derived facts (``derived.<name>`` in rule files)
+computed from a draft bundle whose run size (card, world size, batch, phase candidates) is already settled.
 
-They exist where a plain fact path is not enough: a user's answer overrides what the log says, the log
-and the config may each hold the batch size, and "another process" must not count the failing process
-when a container shows it under its host pid. Rule files may only name the keys in ``DERIVED_FACTS``.
+They exist where a plain fact path is not enough: a user's answer overrides what the log says, and "another
+process" must not count the failing process when a container shows it under its host pid. The fields and
+their meanings are ``rules.facts.Derived``; nothing here is called but through ``assemble``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from typing import Any
 
-from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
-from oomdoctor.rules.facts import Facts
+from oomdoctor.facts.account import account_of, reserve_is_real
+from oomdoctor.facts.logits import logits_frame, request_is_logits
+from oomdoctor.facts.types import GpuDevice, LogFacts
+from oomdoctor.rules.facts import Derived, Facts
 from oomdoctor.rules.questions import yes_no
-
-# name -> what it means (the loader rejects any other derived.<name> in a rule file).
-DERIVED_FACTS: dict[str, str] = {
-    "oom": "the run ran out of memory: the log says so (or ends inside a cut traceback), or there is no log "
-    "(the user came with an OOM), or the user answered the phase",
-    "phase": "where memory ran out: answers.phase, else the log's phase, else load when the weights never "
-    "loaded, else unknown",
-    "phase_source": "answer / log / schedule (the log narrows it to evaluation or save, the config's "
-    "eval/save schedule at that step picks one) / weights_loaded / config / none",
-    "weights_loaded": "the weights finished loading: answers.weights_loaded, else the log (None: unknown)",
-    "memory_kind": "gpu (the memory the training step computes in: the GPU's, or PyTorch's CPU allocator "
-    "inside a step of a CPU-only run) or host (system RAM: Killed, mmap, MemoryError): answers.memory_kind, "
-    "else the log; a traceback cut before its error line is a Python exception, read as the GPU's",
-    "memory_kind_source": "answer / log / traceback (a cut traceback whose phase or frames can only mean the "
-    "GPU) / assumed (a cut traceback while loading or saving: gpu is likely, the question stays open)",
-    "card_bf16": "the training card computes in bf16: answers.card_bf16, else NVML's compute capability, "
-    "else the card's name (NVML's or the log's) in the card table",
-    "card_name": "the card's name from NVML, else from the log (None when unknown)",
-    "zero_stage": "the DeepSpeed ZeRO stage in use: the config's (its DeepSpeed JSON), else the log's (a "
-    "traceback through ZeRO's stage files, its optimizer banner or config dump); None: not known to be on",
-    "world_size": "GPUs taking part: the log's world size, else the largest lower bound the log gives (highest "
-    "rank + 1, the failing 'GPU N' + 1, Total train batch size / (batch x accumulation)) and the config's",
-    "finetuning_type": "what is trained: the config's finetuning_type when it names one; else full when the "
-    "log shows it (trainable parameters are most of the model, or the optimizer step asked for more than "
-    "adapters ever hold); else LLaMA-Factory's default (lora)",
-    "micro_batch": "per-device train batch: the config's, else the log's 'Instantaneous batch size'",
-    "accumulation": "gradient accumulation steps: the config's, else the log's",
-    "effective_batch": "micro_batch x accumulation x world_size",
-    "eval_batch": "per-device eval batch in effect (LLaMA-Factory's default 8 when unset; a benchmark run of "
-    "`llamafactory-cli eval` (task:) uses batch_size instead)",
-    "eval_batch_default": "True when per_device_eval_batch_size is not in the config (the default 8 applies)",
-    "self_listed_pid": "a 'Process N has X in use' entry that is the failing process itself (containers list "
-    "it under its host pid); None when none matched",
-    "other_process_mib": "memory that other processes held on the failing card (log lines, else NVML)",
-    "other_process_share": "other_process_mib / the card's capacity",
-    "other_process_pids": "pids of those processes",
-    "model_size_mib": "the weights in 16-bit (the estimator's weights term, else parameters x 2 bytes)",
-    "weights_share": "the weights' share of the card: model_size_mib / capacity, or, when it ran out while "
-    "loading, what PyTorch had allocated by then (that is weights) / capacity, whichever is larger; None "
-    "when neither is known",
-    "host_ram_needed_mib": "model_size_mib x processes that each load it (world_size)",
-    "padded_longest_tokens": "the longest sample as it is padded in a batch: min(longest, cutoff_len) "
-    "rounded up to 8",
-    "cutoff_candidate": "a lower cutoff_len worth proposing, always below both the longest sample and "
-    "cutoff_len: the 99th percentile length rounded up to 8 (keeps 99% of samples whole), else the longest "
-    "multiple of 256 the estimate says fits the card; None without real lengths",
-    "cutoff_candidate_source": "p99 / estimate",
-    "cutoff_candidate_truncated": "samples cutoff_candidate would cut, when the lengths were counted at that "
-    "cutoff (None: not counted)",
-    "reserve_would_fit": "free + reserved-but-unallocated >= the request: the memory was there, in pieces",
-}
 
 # How the log's OOM kind maps to the memory that ran out, when the log reader does not say (ran_out_of).
 MEMORY_KIND_BY_OOM_KIND: dict[str, str] = {
@@ -84,9 +36,6 @@ MEMORY_KIND_BY_OOM_KIND: dict[str, str] = {
 COMPUTE_ALLOCATOR_KINDS: frozenset[str] = frozenset({"cpu_alloc"})
 COMPUTE_PHASES: frozenset[str] = frozenset({"first_batch", "long_sample", "eval"})
 
-# A container may show the failing process as "Process N has X in use" (its host pid). Its own use is
-# PyTorch's reserved memory plus the CUDA context, which is at most this much (older CUDA: about 1.3 GiB).
-CUDA_CONTEXT_MAX_MIB = 1536.0
 # An NVML device is the card from the log when their sizes agree within this fraction.
 SAME_CARD_TOLERANCE = 0.02
 BYTES_PER_PARAM_16BIT = 2
@@ -129,35 +78,13 @@ def log_failed(facts: Facts) -> bool:
     return log is not None and (log.oom or (log.traceback_cut and not log.other_error))
 
 
-def _runs_at(config: ConfigFacts, phase: str, step: int | None) -> bool:
-    """Whether the Trainer's after-step hook can run ``phase`` (eval / save) after ``step`` with this config:
-    False only when the config's schedule rules it out."""
-    from oomdoctor.facts.config import lf_defaults
-
-    if phase == "eval":
-        if not config.do_eval:
-            return False
-        every = config.eval_steps if config.eval_strategy == "steps" else None
-    else:
-        strategy = str(
-            config.raw.get("save_strategy") or lf_defaults().get("save_strategy") or "steps"
-        ).lower()
-        if strategy == "no":
-            return False
-        every = (config.save_steps or lf_defaults().get("save_steps")) if strategy == "steps" else None
-    if isinstance(every, int) and not isinstance(every, bool) and every > 0 and step:
-        return step % every == 0
-    return True  # epoch strategies, ratios, an unknown step: cannot be ruled out
-
-
 def _phase_by_schedule(facts: Facts) -> str | None:
     """The log narrowed the phase to candidates (a failure in the after-step hook: evaluation or save); the
-    config's schedule at that step keeps one of them, or None when it keeps none or several."""
-    log, config = facts.log, facts.config
-    if log is None or config is None or not log.phase_candidates:
+    config's schedule at that step kept one of them (``derived.phase_candidates``), or None."""
+    possible = facts.derived.phase_candidates
+    if facts.config is None or len(possible) != 1:
         return None
-    possible = [p for p in log.phase_candidates if _runs_at(config, p, log.step)]
-    return possible[0] if len(possible) == 1 else None
+    return possible[0]
 
 
 def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
@@ -178,7 +105,6 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
         config is not None
         and config.evaluation_only
         and log_failed(facts)
-        and weights_loaded is not False
         and not _card_held_by_others(facts)
     ):
         return "eval", "config"  # nothing but evaluation runs after the weights load
@@ -219,10 +145,8 @@ def _memory_kind(facts: Facts, phase: str) -> tuple[str | None, str | None]:
             return "gpu", "traceback"
         if phase in ("load", "save"):
             return "gpu", "assumed"
-    if log is None and phase not in ("unknown", "none"):
-        # no log, only the user's word on where it stopped: GPU memory is what people bring here, and the
-        # question stays open in case it was host RAM
-        return "gpu", "assumed"
+    # no log, only the user's word on where it stopped: which memory ran out is asked ("GPU or host memory?")
+    # before any GPU-side change is proposed
     return None, None
 
 
@@ -297,31 +221,16 @@ def bf16_of_card_name(name: str) -> bool | None:
 
 
 def _other_processes(facts: Facts) -> tuple[float | None, list[int], int | None]:
-    """(MiB other processes held, their pids, the pid that is the failing process itself)."""
+    """(MiB other processes held, their pids, the pid that is the failing process itself): from the OOM
+    message read as an account of the card (facts/account.py), else NVML's processes on the failing card."""
     log = facts.log
+    acc = account_of(log)
+    if acc is not None and (acc.listed or acc.self_pid is not None):
+        return acc.listed_mib, [p.pid for p in acc.listed], acc.self_pid
+    if acc is not None and acc.stranger_mib > 0:
+        return acc.stranger_mib, [], None  # no process list: what lies outside this run's reserve
     if log is not None and log.other_processes:
-        listed = list(log.other_processes)
-        self_pid = None
-        if log.process_in_use_mib is None:
-            own = log.reserved_mib
-            if own is None and log.allocated_mib is not None:
-                own = log.allocated_mib + (log.reserved_unallocated_mib or 0.0)
-            if own is not None:
-                matches = [p for p in listed if own - 1.0 <= p.used_mib <= own + CUDA_CONTEXT_MAX_MIB]
-                if not matches and log.capacity_mib is not None and log.free_mib is not None:
-                    # the card's memory in use (capacity - free) cannot hold this process's own reserved
-                    # memory AND a listed process as large: that entry is this process (its CUDA context
-                    # and NCCL buffers can exceed CUDA_CONTEXT_MAX_MIB on big multi-GPU jobs)
-                    in_use = log.capacity_mib - log.free_mib
-                    slack = SAME_CARD_TOLERANCE * log.capacity_mib
-                    matches = [
-                        p for p in listed if p.used_mib >= own - 1.0 and own + p.used_mib > in_use + slack
-                    ]
-                if matches:
-                    mine = min(matches, key=lambda p: abs(p.used_mib - own))
-                    self_pid = mine.pid
-                    listed = [p for p in listed if p is not mine]
-        return sum(p.used_mib for p in listed), [p.pid for p in listed], self_pid
+        return sum(p.used_mib for p in log.other_processes), [p.pid for p in log.other_processes], None
     if log is not None and log.oom:
         device = _failing_device(facts)
         if device is not None and device.processes:
@@ -330,46 +239,67 @@ def _other_processes(facts: Facts) -> tuple[float | None, list[int], int | None]
     return None, [], None
 
 
-def _world_size(facts: Facts) -> int | None:
-    """GPUs taking part: the log's banner, else the largest lower bound the log gives: ``[rank2]:`` means
-    three or more processes, an OOM on ``GPU 5`` means the process sees six or more cards, and the banner's
-    Total train batch size is batch x accumulation x GPUs; else the config's."""
-    log, config = facts.log, facts.config
-    if log is not None and log.world_size:
-        return log.world_size
-    bounds = [config.world_size] if config is not None else []
-    if log is not None:
-        if log.rank is not None:
-            bounds.append(log.rank + 1)
-        if log.gpu_index is not None:
-            bounds.append(log.gpu_index + 1)
-        per_gpu = (log.instantaneous_batch_size or 0) * (log.gradient_accumulation_steps or 0)
-        total = log.total_train_batch_size
-        if per_gpu and total and total % per_gpu == 0:
-            bounds.append(total // per_gpu)
-    return max(bounds) if bounds else None
+def _other_process_whose(facts: Facts) -> str | None:
+    """stranger / unclear (a listed process that may be this run's own) / None: see ``Derived``."""
+    acc = account_of(facts.log)
+    if acc is not None and (acc.listed or acc.self_pid is not None or acc.stranger_mib > 0):
+        big = [p for p in acc.listed if p.whose in ("stranger", "unclear")]
+        if any(p.whose == "unclear" for p in big):
+            return "unclear"
+        return "stranger" if big or acc.stranger_mib > 0 else None
+    return "stranger" if _other_processes(facts)[0] else None  # NVML: processes alive on this machine now
+
+
+_CAUSE_OF_TERM = {
+    "logits_loss": "logits",
+    "activations": "activations",
+    "weights": "weights",
+    "trainable_state": "optimizer_state",
+}
+
+
+def _logits_evidence(facts: Facts, padded: int | None) -> str | None:
+    """frame / size / None: see ``Derived.logits_evidence`` (the logic is facts/logits.py)."""
+    log, config, model = facts.log, facts.config, facts.model
+    if log is None:
+        return None
+    if logits_frame(log.frames):
+        return "frame"
+    lengths = [n for n in (padded, config.cutoff_len if config else None) if n]
+    vocab = model.vocab_size if model is not None else None
+    stage = config.stage if config is not None else None
+    micro_batch = facts.derived.micro_batch
+    return "size" if request_is_logits(log.requested_mib, micro_batch, lengths, vocab, stage) else None
+
+
+def _dominant_cause(facts: Facts, logits_evidence: str | None) -> str | None:
+    if logits_evidence is not None:
+        return "logits"
+    est = facts.estimate
+    return _CAUSE_OF_TERM.get(est.dominant_term) if est is not None else None
 
 
 def _eval_batch(facts: Facts) -> int | None:
     """The evaluation batch in effect; a `llamafactory-cli eval` benchmark run (task:) reads batch_size, whose
     default is LLaMA-Factory's (the defaults table in facts/config.py; None while the table lacks it)."""
+    from oomdoctor.facts.config import setting, written
+
     config = facts.config
     if config is None:
         return None
-    if config.raw.get("task") is None:
+    if not written(config, "task"):
         return config.per_device_eval_batch_size
-    value = config.raw.get("batch_size")
-    if value is None:
-        from oomdoctor.facts.config import lf_defaults
-
-        value = lf_defaults().get("batch_size")
+    value = setting(config, "batch_size")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _finetuning_type(facts: Facts, phase: str) -> str | None:
-    """What is trained (see ``DERIVED_FACTS``): a partial config (a pasted excerpt) leaves it to the log."""
+    """What is trained (see ``Derived.finetuning_type``): a partial config (a pasted excerpt) leaves it to
+    the log."""
+    from oomdoctor.facts.config import written
+
     config, log = facts.config, facts.log
-    if config is not None and config.raw.get("finetuning_type"):
+    if config is not None and written(config, "finetuning_type"):
         return config.finetuning_type
     if log is not None:
         total = log.all_params or (facts.model.params if facts.model is not None else None)
@@ -402,16 +332,15 @@ def _model_size_mib(facts: Facts) -> float | None:
 def _cutoff_that_fits(facts: Facts, limit: int) -> int | None:
     """The longest cutoff below ``limit`` (a multiple of CUTOFF_STEP) that the estimate says fits the card."""
     config, model = facts.config, facts.model
-    if config is None or model is None or facts.estimate is None or not facts.gpu_total_mib:
+    capacity = facts.derived.capacity_mib
+    if config is None or model is None or facts.estimate is None or not capacity:
         return None
-    try:
-        from oomdoctor.estimate import estimate, with_changes  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+    from oomdoctor.estimate import estimate, with_changes
+
     cutoff = (limit - 1) // CUTOFF_STEP * CUTOFF_STEP
     while cutoff >= CUTOFF_STEP:
         trial = with_changes(config, {"cutoff_len": cutoff})
-        if estimate(trial, model, data=facts.data, gpu_total_mib=facts.gpu_total_mib).fits:
+        if estimate(trial, model, data=facts.data, gpu_total_mib=capacity).fits:
             return cutoff
         cutoff -= CUTOFF_STEP
     return None
@@ -434,85 +363,79 @@ def _cutoff_candidate(facts: Facts) -> tuple[int | None, str | None, int | None]
     return candidate, source, truncated
 
 
-def derive(facts: Facts, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Compute every ``derived.<name>`` in ``DERIVED_FACTS`` from the facts and the user's answers.
+def _weights_loaded(facts: Facts) -> bool | None:
+    answered = yes_no(facts.answers.get("weights_loaded"))
+    if answered is None and facts.log is not None:
+        return facts.log.weights_loaded
+    return answered
 
-    ``reuse``: an earlier result for the same files (only the answers differ), whose costly answers
+
+def _padded_longest(facts: Facts) -> int | None:
+    config, data = facts.config, facts.data
+    if data is None or not data.max_tokens:
+        return None
+    return _round_up(min(data.max_tokens, config.cutoff_len) if config else data.max_tokens)
+
+
+def _reserve_would_fit(log: LogFacts | None) -> bool | None:
+    """The unused reserve is a real share of the card and would have served the request (facts/account.py)."""
+    if log is None:
+        return None
+    return reserve_is_real(log.reserved_unallocated_mib, log.free_mib, log.capacity_mib, log.requested_mib)
+
+
+def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
+    """The draft's ``derived`` (its settled run size) completed with every answer-dependent fact.
+
+    ``reuse``: an earlier result for the same readings (only the answers differ), whose costly answers
     (the cutoff search) are kept.
     """
-    config, log, data = facts.config, facts.log, facts.data
-    weights_loaded = yes_no(facts.answers.get("weights_loaded"))
-    if weights_loaded is None and log is not None:
-        weights_loaded = log.weights_loaded
+    config, log, run = facts.config, facts.log, facts.derived
+    weights_loaded = _weights_loaded(facts)
     phase, phase_source = _phase(facts, weights_loaded)
     if phase in ("first_batch", "long_sample", "eval", "save", "optimizer_step") and weights_loaded is None:
         weights_loaded = True
-    oom = log is None or log_failed(facts) or "phase" in facts.answers
-
-    world_size = _world_size(facts)
-    micro_batch = (
-        config.per_device_train_batch_size if config else (log.instantaneous_batch_size if log else None)
-    )
-    accumulation = (
-        config.gradient_accumulation_steps if config else (log.gradient_accumulation_steps if log else None)
-    )
-    effective = micro_batch * accumulation * (world_size or 1) if micro_batch and accumulation else None
-    if effective is None and log is not None:
-        effective = log.total_train_batch_size
-
     other_mib, other_pids, self_pid = _other_processes(facts)
-    capacity = (log.capacity_mib if log is not None else None) or facts.gpu_total_mib
-    share = other_mib / capacity if other_mib is not None and capacity else None
-
+    capacity = run.capacity_mib
     model_size = _model_size_mib(facts)
     device = _failing_device(facts)
-
-    padded = None
-    if data is not None and data.max_tokens:
-        padded = _round_up(min(data.max_tokens, config.cutoff_len) if config else data.max_tokens)
     if reuse is not None:
-        cutoff = (
-            reuse["cutoff_candidate"],
-            reuse["cutoff_candidate_source"],
-            reuse["cutoff_candidate_truncated"],
-        )
+        cutoff = (reuse.cutoff_candidate, reuse.cutoff_candidate_source, reuse.cutoff_candidate_truncated)
     else:
         cutoff = _cutoff_candidate(facts)
-
-    reserve_fits = None
-    if log is not None and log.requested_mib is not None and log.free_mib is not None:
-        reserve_fits = log.free_mib + (log.reserved_unallocated_mib or 0.0) >= log.requested_mib
-
     memory_kind, memory_kind_source = _memory_kind(facts, phase)
+    padded = _padded_longest(facts)
+    logits_evidence = _logits_evidence(facts, padded)
     card_name = device.name if device is not None else (log.card_name if log is not None else None)
-    eval_batch = _eval_batch(facts)
-    return {
-        "oom": oom,
-        "phase": phase,
-        "phase_source": phase_source,
-        "weights_loaded": weights_loaded,
-        "memory_kind": memory_kind,
-        "memory_kind_source": memory_kind_source,
-        "card_bf16": _card_bf16(facts, card_name),
-        "card_name": card_name,
-        "zero_stage": _zero_stage(facts),
-        "world_size": world_size,
-        "finetuning_type": _finetuning_type(facts, phase),
-        "micro_batch": micro_batch,
-        "accumulation": accumulation,
-        "effective_batch": effective,
-        "eval_batch": eval_batch,
-        "eval_batch_default": (not config.per_device_eval_batch_size_set) if config else None,
-        "self_listed_pid": self_pid,
-        "other_process_mib": other_mib,
-        "other_process_share": share,
-        "other_process_pids": other_pids,
-        "model_size_mib": model_size,
-        "weights_share": _weights_share(model_size, capacity, phase, log),
-        "host_ram_needed_mib": model_size * (world_size or 1) if model_size is not None else None,
-        "padded_longest_tokens": padded,
-        "cutoff_candidate": cutoff[0],
-        "cutoff_candidate_source": cutoff[1],
-        "cutoff_candidate_truncated": cutoff[2],
-        "reserve_would_fit": reserve_fits,
-    }
+    return dataclasses.replace(
+        run,
+        oom=log is None or log_failed(facts) or "phase" in facts.answers,
+        phase=phase,
+        phase_source=phase_source,
+        weights_loaded=weights_loaded,
+        memory_kind=memory_kind,
+        memory_kind_source=memory_kind_source,
+        card_bf16=_card_bf16(facts, card_name),
+        card_name=card_name,
+        zero_stage=_zero_stage(facts),
+        finetuning_type=_finetuning_type(facts, phase),
+        eval_batch=_eval_batch(facts),
+        eval_batch_default=(not config.per_device_eval_batch_size_set) if config else None,
+        self_listed_pid=self_pid,
+        other_process_mib=other_mib,
+        other_process_share=other_mib / capacity if other_mib is not None and capacity else None,
+        other_process_pids=tuple(other_pids),
+        model_size_mib=model_size,
+        weights_share=_weights_share(model_size, capacity, phase, log),
+        host_ram_needed_mib=(
+            model_size * (run.processes_at_least or 1) if model_size is not None else None
+        ),
+        padded_longest_tokens=padded,
+        cutoff_candidate=cutoff[0],
+        cutoff_candidate_source=cutoff[1],
+        cutoff_candidate_truncated=cutoff[2],
+        reserve_would_fit=_reserve_would_fit(log),
+        other_process_whose=_other_process_whose(facts),
+        logits_evidence=logits_evidence,
+        dominant_cause=_dominant_cause(facts, logits_evidence),
+    )

@@ -12,10 +12,7 @@ reads that instead. ``oomdoctor rules check`` validates a folder of rule files a
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,55 +156,13 @@ def _pydantic_problem(err: dict[str, Any], root: yaml.Node | None) -> tuple[int 
 
 # --- fact paths ------------------------------------------------------------------------------------------
 
-_HINTS_CACHE: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS_CACHE:
-        _HINTS_CACHE[cls] = typing.get_type_hints(cls)
-    return _HINTS_CACHE[cls]
-
-
-def _unwrap(tp: Any) -> Any:
-    """``X | None`` -> X."""
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return tp
-
-
-def _is_open_mapping(tp: Any) -> bool:
-    return tp is Any or tp is dict or typing.get_origin(tp) is dict
-
 
 def fact_path_problem(path: str) -> str | None:
-    """Why ``path`` names no fact (None when it does). Checked against the Facts dataclasses."""
-    from oomdoctor.rules.derive import DERIVED_FACTS
-    from oomdoctor.rules.facts import Facts
+    """Why ``path`` names no fact (None when it does): ``rules/fact_paths.py`` checks it against the typed
+    bundle (imported here, on validation, not on the start-up path)."""
+    from oomdoctor.rules.fact_paths import fact_path_problem as problem
 
-    parts = path.split(".")
-    root = parts[0]
-    hints = _hints(Facts)
-    if root not in hints or len(parts) < 1:
-        return f"no fact group {root!r} (known: {', '.join(hints)})"
-    if root == "derived":
-        if len(parts) != 2 or parts[1] not in DERIVED_FACTS:
-            return f"no derived fact {'.'.join(parts[1:])!r} (known: {', '.join(DERIVED_FACTS)})"
-        return None
-    tp = _unwrap(hints[root])
-    for i, part in enumerate(parts[1:], start=1):
-        if _is_open_mapping(tp):
-            return None if i == len(parts) - 1 else f"{'.'.join(parts[: i + 1])!r} is as deep as it goes"
-        if not dataclasses.is_dataclass(tp):
-            return f"{'.'.join(parts[:i])!r} has no members"
-        members = _hints(tp)  # type: ignore[arg-type]
-        if part not in members:
-            return f"{tp.__name__} has no field {part!r}"
-        tp = _unwrap(members[part])
-    if _is_open_mapping(tp) and root in ("answers", "env"):
-        return f"{path!r} needs a key, e.g. {root}.NAME"
-    return None
+    return problem(path)
 
 
 # --- one file --------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from oomdoctor.facts.types import CAUSES, PHASES
+from oomdoctor.rules.change_ops import CHANGE_OPERATORS, FIELD_PATTERN  # noqa: F401  (a name rule tools import from here)
 from oomdoctor.rules.operators import OPERATORS
 
 # Phases a node may locate ("none" means no OOM: no node applies there).
@@ -34,22 +35,12 @@ DeepSpeedTemplate = Literal[DEEPSPEED_TEMPLATES]  # type: ignore[valid-type]
 
 ID_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
 KEY_PATTERN = r"^[a-z][a-z0-9_]*$"
-FIELD_PATTERN = r"^[a-z][a-z0-9_]*$"
 
 CONDITION_KEYS = ("all", "any", "not")
 
-# Change operators on one config field: name -> (JSON schema of the operand, what it does).
+# Change operators on one config field: name -> (JSON schema of the operand, what it does), from the registry.
 CHANGE_OPS: dict[str, tuple[dict[str, Any], str]] = {
-    "set": ({}, "set the field to this value"),
-    "halve": ({"const": True}, "integer half, never below 1"),
-    "double": ({"const": True}, "twice the value"),
-    "scale": ({"type": "number", "exclusiveMinimum": 0}, "multiply (integers round, never below 1)"),
-    "keep_product_with": (
-        {"type": "string", "pattern": FIELD_PATTERN},
-        "keep this field x the named field constant (e.g. accumulation x micro-batch)",
-    ),
-    "remove": ({"const": True}, "delete the key, so LLaMA-Factory's default applies"),
-    "set_from": ({"type": "string"}, "set the field to the value of a fact path"),
+    name: (op.operand_schema, op.doc) for name, op in CHANGE_OPERATORS.items()
 }
 
 
@@ -141,18 +132,9 @@ class Condition(BaseModel):
 
     def fact_paths(self) -> list[tuple[str, tuple[Any, ...]]]:
         """Every fact path this tree names, with the location (inside the condition) that names it."""
-        out: list[tuple[str, tuple[Any, ...]]] = []
-        if self.fact is not None:
-            out.append((self.fact, ("fact",)))
-            assert self.op is not None
-            for ref in OPERATORS[self.op].fact_refs(self.operand):
-                out.append((ref, (self.op,)))
-        for key, children in (("all", self.all_), ("any", self.any_)):
-            for i, child in enumerate(children or []):
-                out.extend((p, (key, i, *loc)) for p, loc in child.fact_paths())
-        if self.not_ is not None:
-            out.extend((p, ("not", *loc)) for p, loc in self.not_.fact_paths())
-        return out
+        from oomdoctor.rules.nodes import condition_fact_paths
+
+        return condition_fact_paths(self)
 
 
 def condition_json_schema(self_ref: dict[str, str]) -> dict[str, Any]:
@@ -218,16 +200,9 @@ class ChangeOp(BaseModel):
                 "unknown change operator '{key}' (known: {known})",
                 {"key": op, "known": ", ".join(CHANGE_OPS)},
             )
-        if op in ("halve", "double", "remove") and operand is not True:
-            raise PydanticCustomError("bad_operand", "'{key}' takes true", {"key": op})
-        if op == "scale" and (
-            isinstance(operand, bool) or not isinstance(operand, int | float) or operand <= 0
-        ):
-            raise PydanticCustomError("bad_operand", "'scale' takes a positive number", {"key": op})
-        if op in ("keep_product_with", "set_from") and not isinstance(operand, str):
-            raise PydanticCustomError("bad_operand", "'{key}' takes a name", {"key": op})
-        if op == "set" and isinstance(operand, dict):
-            raise PydanticCustomError("bad_operand", "'set' takes a value, not a mapping", {"key": op})
+        problem = CHANGE_OPERATORS[op].check(operand)
+        if problem:
+            raise PydanticCustomError("bad_operand", "'{key}' {problem}", {"key": op, "problem": problem})
         return {"op": op, "operand": operand}
 
 

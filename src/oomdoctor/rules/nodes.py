@@ -46,18 +46,24 @@ class Condition:
         return self.fact is not None
 
     def fact_paths(self) -> list[tuple[str, tuple[Any, ...]]]:
-        """Every fact path this tree names, with the location (inside the condition) that names it."""
-        out: list[tuple[str, tuple[Any, ...]]] = []
-        if self.fact is not None:
-            out.append((self.fact, ("fact",)))
-            assert self.op is not None
-            out.extend((ref, (self.op,)) for ref in OPERATORS[self.op].fact_refs(self.operand))
-        for key, children in (("all", self.all_), ("any", self.any_)):
-            for i, child in enumerate(children or ()):
-                out.extend((p, (key, i, *loc)) for p, loc in child.fact_paths())
-        if self.not_ is not None:
-            out.extend((p, ("not", *loc)) for p, loc in self.not_.fact_paths())
-        return out
+        return condition_fact_paths(self)
+
+
+def condition_fact_paths(cond: Any) -> list[tuple[str, tuple[Any, ...]]]:
+    """Every fact path a condition tree names, with the location (inside the condition) that names it; for
+    this class and its pydantic twin alike (both have ``fact``, ``op``, ``operand``, ``all_``, ``any_``,
+    ``not_``)."""
+    out: list[tuple[str, tuple[Any, ...]]] = []
+    if cond.fact is not None:
+        out.append((cond.fact, ("fact",)))
+        assert cond.op is not None
+        out.extend((ref, (cond.op,)) for ref in OPERATORS[cond.op].fact_refs(cond.operand))
+    for key, children in (("all", cond.all_), ("any", cond.any_)):
+        for i, child in enumerate(children or ()):
+            out.extend((p, (key, i, *loc)) for p, loc in condition_fact_paths(child))
+    if cond.not_ is not None:
+        out.extend((p, ("not", *loc)) for p, loc in condition_fact_paths(cond.not_))
+    return out
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,7 @@ whole command, outcome, steps, eval loss, and the difference to the first trial 
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import functools
-import json
 import math
 import os
 import re
@@ -25,9 +22,11 @@ from typing import Any
 
 import yaml
 
-from oomdoctor.errors import BadInput
+from oomdoctor import inputs
+from oomdoctor.errors import BadInput, one_line
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import Lang, both, msg, pick
+from oomdoctor.trial.folder import TrialFolder
 
 _EFFECTS_FILE = Path(__file__).with_name("field_effects.yaml")
 MEMORY_EFFECTS = ("less", "more", "none", "depends", "unknown")
@@ -281,7 +280,18 @@ def _review_warnings(review: ConfigReview) -> list[LocalText]:
 
 def compare_configs(old: str | os.PathLike[str], new: str | os.PathLike[str]) -> ConfigReview:
     """``oomdoctor compare OLD.yaml NEW.yaml``: each changed field with its memory effect and risks."""
-    return review_mappings(_load_mapping(old), _load_mapping(new), old=str(old), new=str(new))
+    return review_mappings(_checked_mapping(old), _checked_mapping(new), old=str(old), new=str(new))
+
+
+def _checked_mapping(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The config as a mapping, after the config reader has accepted every value in it (a batch size of
+    "four" or 10**30 is refused here as it would be by diagnose and by LLaMA-Factory)."""
+    from oomdoctor.facts.config import config_from_mapping
+
+    raw = _load_mapping(path)
+    p = Path(path).expanduser()
+    config_from_mapping(raw, path=str(p), base_dir=p.resolve().parent)
+    return raw
 
 
 # --- Trials -----------------------------------------------------------------------------------------------------
@@ -307,6 +317,7 @@ class TrialRow:
     change: dict[str, Any] | None = None  # change.json: rule, title, changes
     config_changes: list[FieldChange] = field(default_factory=list)  # vs the first trial's config.yaml
     facts: dict[str, Any] = field(default_factory=dict)  # comparability facts from result.json
+    milestones: list[dict[str, Any]] = field(default_factory=list)  # a probe's milestones (result.json)
 
     @property
     def peak_gib(self) -> float | None:
@@ -358,10 +369,33 @@ class Comparison:
             lines += ["", msg("cmp_what_changed", lang)]
             for row in changed:
                 lines.append(f"  {row.name} vs {self.rows[0].name}: " + _change_summary(row, lang))
+        lines += _milestone_table(self.rows, lang)
         if self.warnings:
             lines += ["", msg("cmp_warnings", lang)]
             lines += [f"  ! {pick(w, lang)}" for w in self.warnings]
         return "\n".join(lines)
+
+
+def _milestone_cell(mark: dict[str, Any] | None) -> str:
+    if mark is None or mark.get("passed") is None:
+        return "n/a"
+    if mark.get("passed"):
+        return _mib(mark.get("peak_mib"))
+    return f"x {_mib(mark.get('peak_mib'))}" if mark.get("reached") else "-"
+
+
+def _milestone_table(rows: list[TrialRow], lang: Lang) -> list[str]:
+    """The probes' milestones side by side: the peak up to each one passed."""
+    probes = [r for r in rows if r.milestones]
+    if not probes:
+        return []
+    names = [m["name"] for m in probes[0].milestones]
+    headers = [msg("cmp_h_trial", lang), *(msg(f"milestone_short_{n}", lang) for n in names)]
+    table = []
+    for row in probes:
+        marks = {m.get("name"): m for m in row.milestones}
+        table.append([row.name, *(_milestone_cell(marks.get(n)) for n in names)])
+    return ["", msg("cmp_milestones", lang), *_table(headers, table)]
 
 
 def _delta_fields(row: TrialRow) -> dict[str, str]:
@@ -424,62 +458,128 @@ TRIAL_KEYS = ("output_dir", "logging_steps", "save_steps", "eval_steps", "report
 
 
 def _peak_from_samples(folder: Path) -> tuple[float | None, str | None]:
-    path = folder / "gpu-samples.csv"
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            values = [(float(r["memory_used_mib"]), r["gpu"]) for r in csv.DictReader(f)]
-    except (OSError, KeyError, ValueError):
+    """The highest sampled memory in ``gpu-samples.csv``, streamed (a line and a row budget, see
+    ``inputs.iter_csv_rows``); (None, None) when there is no such file. BadInput for a hostile one."""
+    path = TrialFolder(folder).samples
+    if not path.exists() and not path.is_symlink():
         return None, None
-    if not values:
+    shown = one_line(path)
+    rows = inputs.iter_csv_rows(path, what="gpu-samples.csv")
+    header = next(rows, [])
+    if "memory_used_mib" not in header or "gpu" not in header:
+        if not header:
+            return None, None  # empty: the trial was stopped before its first sample
+        raise inputs.bad_value(shown, "header", "time_s,gpu,memory_used_mib,...", ",".join(header)[:60])
+    used, gpu = header.index("memory_used_mib"), header.index("gpu")
+    peak: float | None = None
+    all_host = True
+    for number, row in enumerate(rows, start=2):
+        value = _sample_mib(row[used] if used < len(row) else None, shown, number)
+        peak = value if peak is None else max(peak, value)
+        all_host = all_host and gpu < len(row) and row[gpu] == "host"
+    if peak is None:
         return None, None
-    return max(v for v, _ in values), "host_rss" if all(g == "host" for _, g in values) else "nvml"
+    return peak, "host_rss" if all_host else "nvml"
 
 
-def _read_json_object(path: Path) -> dict[str, Any] | None:
+def _sample_mib(text: str | None, shown: str, line: int) -> float:
     try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        value = float(text) if text is not None and len(text) <= 40 else math.nan
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= inputs.MAX_NUMBER):
+        raise inputs.bad_value(shown, f"line {line} memory_used_mib", "a number of MiB", text)
+    return value
+
+
+def _read_change(folder: Path) -> dict[str, Any] | None:
+    """What ``change.json`` says about the change tried, its fields type-checked; None when there is none."""
+    path = TrialFolder(folder).change
+    if not path.exists() and not path.is_symlink():
         return None
-    return loaded if isinstance(loaded, dict) else None
+    shown = one_line(path)
+    change = inputs.read_json_object(path, what="change.json")
+    title = change.get("title")
+    if title is not None and not isinstance(title, str | dict):
+        raise inputs.bad_value(shown, "title", "a text or a {en, zh} mapping", title)
+    if isinstance(title, dict):
+        title = {str(k): str(v) for k, v in title.items() if isinstance(v, str)}
+    return {
+        "rule": inputs.optional_text(change, "rule", path=shown),
+        "title": title,
+        "changes": inputs.optional_mapping(change, "changes", path=shown),
+        "parent": inputs.optional_text(change, "parent", path=shown),
+    }
+
+
+def _read_trial_config(folder: Path) -> dict[str, Any] | None:
+    path = TrialFolder(folder).config
+    if not path.exists() and not path.is_symlink():
+        return None
+    return inputs.read_yaml_mapping(path)
+
+
+def _result_fields(result: dict[str, Any], shown: str) -> dict[str, Any]:
+    """The fields of ``result.json`` that the table shows, each type- and range-checked (BadInput naming the
+    file and the key): a half-written or hand-edited result must not reach arithmetic as a string."""
+    num = functools.partial(inputs.optional_number, result, path=shown)
+    count = functools.partial(inputs.optional_int, result, path=shown, low=0)
+    text = functools.partial(inputs.optional_text, result, path=shown)
+    warnings = inputs.optional_list(result, "warnings", path=shown) or []
+    checkpoints = inputs.optional_list(result, "checkpoints", path=shown) or []
+    if not all(isinstance(c, str) for c in checkpoints):
+        raise inputs.bad_value(shown, "checkpoints", "a list of folder names", checkpoints)
+    fields: dict[str, Any] = {
+        "outcome": text("outcome"),
+        "peak_memory_mib": num("peak_memory_mib", low=0.0),
+        "peak_source": text("peak_source"),
+        "wall_s": num("wall_s", low=0.0),
+        "steps_done": count("steps_done"),
+        "total_steps": count("total_steps"),
+        "steps_requested": count("steps_requested"),
+        "eval_loss": num("eval_loss"),
+        "exit_code": inputs.optional_int(result, "exit_code", path=shown, low=-255, high=255),
+        "phase": text("phase"),
+        "alloc_retries": count("alloc_retries"),
+        "warnings": warnings,
+        "checkpoints": checkpoints,
+        "milestones": inputs.optional_list(result, "milestones", path=shown) or [],
+    }
+    for key in ("dataset_fingerprint", "model_name_or_path", "precision", "gpu_name"):
+        fields[key] = text(key)
+    return fields
 
 
 def _read_trial(folder: Path) -> tuple[TrialRow, dict[str, Any] | None]:
-    result_path = folder / "result.json"
-    if not folder.is_dir():
-        raise BadInput(msg("cmp_not_a_trial", None, path=folder))
-    try:
-        result = json.loads(result_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInput(msg("cmp_not_a_trial", None, path=folder)) from None
-    except (OSError, ValueError) as err:
-        raise BadInput(msg("cmp_bad_result", None, path=result_path, detail=err)) from None
-    if not isinstance(result, dict):
-        raise BadInput(msg("cmp_bad_result", None, path=result_path, detail="not an object"))
-    change = _read_json_object(folder / "change.json")
-    config = None
-    with contextlib.suppress(OSError, yaml.YAMLError):
-        config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
-    peak, source = result.get("peak_memory_mib"), result.get("peak_source")
+    files = TrialFolder(folder)
+    result_path = files.result
+    if not folder.is_dir() or not (result_path.exists() or result_path.is_symlink()):
+        raise BadInput(msg("cmp_not_a_trial", None, path=one_line(folder)))
+    shown = one_line(result_path)
+    result = _result_fields(inputs.read_json_object(result_path, what="result.json"), shown)
+    change = _read_change(folder)
+    config = _read_trial_config(folder)
+    peak, source = result["peak_memory_mib"], result["peak_source"]
     if peak is None:
         peak, source = _peak_from_samples(folder)
-    warnings = result.get("warnings") or []
     row = TrialRow(
         name=folder.name,
         folder=str(folder),
-        outcome=str(result.get("outcome") or ("ok" if result.get("exit_code") == 0 else "failed")),
+        outcome=result["outcome"] or ("ok" if result["exit_code"] == 0 else "failed"),
         peak_mib=peak,
         peak_source=source,
-        wall_s=result.get("wall_s"),
-        steps_done=result.get("steps_done"),
-        total_steps=result.get("total_steps") or result.get("steps_requested"),
-        eval_loss=result.get("eval_loss"),
-        exit_code=result.get("exit_code"),
-        phase=result.get("phase"),
-        alloc_warnings=max(int(result.get("alloc_retries") or 0), len(warnings)),
-        checkpoints=list(result.get("checkpoints") or []),
-        change={k: change.get(k) for k in ("rule", "title", "changes", "parent")} if change else None,
+        wall_s=result["wall_s"],
+        steps_done=result["steps_done"],
+        total_steps=result["total_steps"] or result["steps_requested"],
+        eval_loss=result["eval_loss"],
+        exit_code=result["exit_code"],
+        phase=result["phase"],
+        alloc_warnings=max(result["alloc_retries"] or 0, len(result["warnings"])),
+        checkpoints=list(result["checkpoints"]),
+        change=change,
+        milestones=[m for m in result["milestones"] if isinstance(m, dict) and "name" in m],
         facts={
-            k: result.get(k)
+            k: result[k]
             for k in (
                 "dataset_fingerprint",
                 "model_name_or_path",
@@ -490,7 +590,7 @@ def _read_trial(folder: Path) -> tuple[TrialRow, dict[str, Any] | None]:
             )
         },  # fmt: skip
     )
-    return row, config if isinstance(config, dict) else None
+    return row, config
 
 
 _COMPARABILITY = (
@@ -516,7 +616,7 @@ def distinct_names(folders: list[Path]) -> list[str]:
     for i, mine in enumerate(parts):
         others = [p for j, p in enumerate(parts) if j != i]
         # a trial inside a patch folder is named with the change it tried: "01-halve-batch/run"
-        depth = 2 if (Path(folders[i]).absolute().parent / "change.json").is_file() else 1
+        depth = 2 if TrialFolder(Path(folders[i]).absolute().parent).change.is_file() else 1
         while depth < len(mine) and any(tail(o, depth) == tail(mine, depth) for o in others):
             depth += 1
         names.append(tail(mine, depth) if depth < len(mine) else os.path.abspath(folders[i]))

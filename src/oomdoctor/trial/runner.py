@@ -17,6 +17,7 @@ import contextlib
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -31,15 +32,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oomdoctor import inputs
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.gpu import GpuSource, NvmlSource, read_gpu
 from oomdoctor.facts.types import ConfigFacts, GpuFacts
 from oomdoctor.i18n import msg
+from oomdoctor.trial.env import allowed_change_env, shown_env
+from oomdoctor.trial.folder import CHANGE, TrialFolder
+from oomdoctor.trial.procs import TrialProcesses
 from oomdoctor.trial.sampler import ProcessTreeRss, Sampler, SampleSnapshot
 
 DEFAULT_LAUNCHER = "llamafactory-cli train"
-TRIAL_OUTPUT = "output"  # output_dir of the trial, inside the trial folder
-TRAINER_LOG = "trainer_log.jsonl"  # LLaMA-Factory's per-log-step record in output_dir
 GRACE_S = 10.0  # SIGTERM -> SIGKILL
 RESULT_SCHEMA = 1
 
@@ -89,7 +92,7 @@ class TrialResult:
 
     @property
     def result_path(self) -> Path:
-        return self.folder / "result.json"
+        return TrialFolder(self.folder).result
 
 
 # --- Launcher ------------------------------------------------------------------------------------------------
@@ -212,25 +215,29 @@ def dataset_fingerprint(config: ConfigFacts, cwd: Path) -> str:
     dataset_dir = Path(config.dataset_dir).expanduser()
     if not dataset_dir.is_absolute():
         dataset_dir = cwd / dataset_dir
-    try:
-        info = json.loads((dataset_dir / "dataset_info.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    from oomdoctor.facts.dataset import dataset_files_inside
+
+    try:  # bounded reads; a file_name leading outside dataset_dir is never followed
+        info = inputs.read_json_object(dataset_dir / "dataset_info.json", what="dataset_info.json")
+        targets = dataset_files_inside(dataset_dir, names)
+    except BadInput:
         return "unknown"
     digest = hashlib.sha256()
     for name in names:
-        entry = info.get(name) if isinstance(info, dict) else None
-        if not isinstance(entry, dict) or not isinstance(entry.get("file_name"), str):
+        entry = info.get(name)
+        target = targets.get(name)
+        if target is None or not isinstance(entry, dict):
             return "unknown"
-        target = dataset_dir / entry["file_name"]
+        base = dataset_dir.resolve()
         if target.is_dir():
-            files = sorted(p for p in target.rglob("*") if p.is_file())
+            files = sorted(p for p in target.rglob("*") if p.is_file() and p.resolve().is_relative_to(base))
         elif target.is_file():
             files = [target]
         else:
             return "unknown"
         digest.update(json.dumps([name, entry], sort_keys=True).encode())
         for path in files:
-            digest.update(str(path.relative_to(dataset_dir)).encode())
+            digest.update(str(path.relative_to(base)).encode())
             with path.open("rb") as f:
                 for block in iter(lambda f=f: f.read(1 << 20), b""):
                     digest.update(block)
@@ -316,6 +323,14 @@ class _LogStreamer:
         self._log.flush()
 
 
+_POLL_BYTES = 16 << 20  # what one poll of trainer_log.jsonl reads at most
+
+
+def _small_number(value: Any) -> bool:
+    """A number ``float()`` takes without overflow and a log value can sensibly be (a loss, GiB)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e12
+
+
 class _ProgressWatcher:
     """Follows ``trainer_log.jsonl`` as LLaMA-Factory appends to it (whole lines only)."""
 
@@ -333,19 +348,21 @@ class _ProgressWatcher:
     def poll(self) -> bool:
         """Read what was appended; True when the completed step count moved."""
         try:
-            with self.path.open("rb") as f:
+            with inputs.open_regular(self.path, what="trainer_log.jsonl", max_bytes=1 << 40) as f:
                 f.seek(self._offset)
-                data = f.read()
-        except OSError:
+                data = f.read(_POLL_BYTES)  # bounded per poll; the rest is read on the next ones
+        except (OSError, BadInput):
             return False
         self._offset += len(data)
         data = self._partial + data
         *lines, self._partial = data.split(b"\n")
+        if len(self._partial) > _POLL_BYTES:
+            self._partial = b""  # a "line" that never ends is no log entry
         before = self.steps_done
         for line in lines:
             try:
-                entry = json.loads(line)
-            except ValueError:
+                entry = inputs.load_json(line.decode("utf-8", "replace"), path=str(self.path))
+            except BadInput:
                 continue
             if isinstance(entry, dict):
                 self._take(entry)
@@ -356,13 +373,13 @@ class _ProgressWatcher:
             self.total_steps = entry["total_steps"]
         if isinstance(entry.get("current_steps"), int) and ("loss" in entry or "eval_loss" in entry):
             self.steps_done = max(self.steps_done, entry["current_steps"])
-        if isinstance(entry.get("loss"), int | float):
+        if _small_number(entry.get("loss")):
             self.loss = float(entry["loss"])
-        if isinstance(entry.get("eval_loss"), int | float):
+        if _small_number(entry.get("eval_loss")):
             self.eval_loss = float(entry["eval_loss"])
         for key in ("vram_allocated", "vram_reserved"):
             value = entry.get(key)
-            if isinstance(value, int | float):
+            if _small_number(value):
                 attr = f"{key}_gib"
                 current = getattr(self, attr)
                 value = float(value) + 0.0  # -0.0 (seen on CPU) reads as 0.0
@@ -422,6 +439,30 @@ def _stop_everything(proc: subprocess.Popen[bytes], tree: ProcessTreeRss, grace_
 # --- Reading the results ---------------------------------------------------------------------------------------
 
 
+def _launch(processes: TrialProcesses, argv: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """Start the launcher in its own session, inside the trial's cgroup when there is one."""
+    try:
+        return subprocess.Popen(processes.wrap(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)  # fmt: skip
+    except BaseException:
+        processes.stop_all(0)  # nothing started: removes the cgroup
+        raise
+
+
+def _read_change(path: Path) -> dict[str, Any]:
+    """The config's ``change.json`` (from ``oomdoctor patch``), read through the input layer: {} when there
+    is none, BadInput (nothing run) when it is not a small JSON object."""
+    if not path.exists() and not path.is_symlink():
+        return {}
+    return inputs.read_json_object(path, what="change.json")
+
+
+def _run_folders(config: ConfigFacts, run_dir: Path) -> dict[str, Path]:
+    from oomdoctor.patch.writer import run_folders
+
+    return run_folders(dict(config.raw), run_dir)
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -455,6 +496,26 @@ def _run_dir_for(config: ConfigFacts) -> Path:
     return found if found is not None else Path.cwd()
 
 
+def _plan_probe(config: ConfigFacts, files: TrialFolder, *, steps: int, cwd: Path, lengths: Any) -> Any:
+    from oomdoctor.trial.probe import ProbeRun, plan_probe
+
+    plan = plan_probe(config, files.probe_data, steps=steps, cwd=cwd, lengths=lengths)
+    saves = str(config.raw.get("save_strategy", "steps")).lower() != "no"
+    return ProbeRun(plan, evaluates=config.do_eval, saves=saves)
+
+
+def _calibrate(files: TrialFolder) -> dict[str, Any]:
+    """Fit the memory model's stack constants to the probe (calibration.json + the user cache); a failure to
+    calibrate never loses the trial's result."""
+    try:
+        from oomdoctor.estimate.calibrate import calibrate_trial
+
+        calibration = calibrate_trial(files.path)
+    except Exception as err:  # the model cannot be read, nothing measured: the trial still stands
+        return {"calibration_error": f"{type(err).__name__}: {err}"}
+    return {"calibration": {**calibration.describe(), "file": str(files.calibration)}}
+
+
 def _outcome(*, exit_code: int | None, timed_out: bool, stopped: bool, oom: bool) -> str:
     if timed_out:
         return "timed_out"
@@ -483,6 +544,8 @@ def run_trial(
     on_progress: Callable[[TrialProgress], None] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     grace_s: float = GRACE_S,
+    probe: bool = False,
+    probe_lengths: Any = None,
 ) -> TrialResult:
     """Run ``launcher <out_dir>/config.yaml`` for ``steps`` steps and write the trial folder.
 
@@ -490,71 +553,84 @@ def run_trial(
     are not positive or the launcher's program cannot be found. Otherwise the trial always ends with a
     ``result.json``, whatever the training did. The launcher runs in ``cwd`` (default: the current folder),
     where relative paths in the config (``dataset_dir``, the model) are resolved, as when the user runs it.
+
+    ``probe=True`` makes it a probe trial (``trial/probe.py``): a derived dataset in the folder puts the
+    longest samples first and ``result.json`` gets ``milestones``. ``probe_lengths`` replaces the token counter
+    (LLaMA-Factory's template) in tests.
     """
     from oomdoctor.facts.config import read_config
 
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise BadInput(msg("trial_bad_steps", None, value=steps))
-    if not timeout_s or timeout_s <= 0:
-        raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))
+    if not isinstance(timeout_s, int | float) or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))  # nan would never time out
+    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0.01:
+        raise BadInput(msg("arg_range", None, low="0.01", high="3600", value=interval_s))  # 0 or nan: a busy loop
     config_file = Path(config_path).expanduser()
     config = read_config(config_file)
-    folder = Path(out_dir).expanduser()
-    if folder.exists():
-        raise BadInput(msg("out_exists", None, path=folder))
-    change_file = config_file.resolve().parent / "change.json"
-    change = _read_json(change_file) if change_file.is_file() else {}
+    inputs.check_new_folder(out_dir)
+    change_file = config_file.resolve().parent / CHANGE
+    change = _read_change(change_file)
     run_dir = Path(cwd).expanduser().resolve() if cwd is not None else _run_dir_for(config)
+    folder = inputs.check_new_folder(out_dir, protected=_run_folders(config, run_dir))
     launcher_env, command = parse_launcher(launcher)
-    # the patch's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is part of the change being tried
-    change_env = change.get("env") if isinstance(change.get("env"), dict) else {}
-    env_overrides = {**{str(k): str(v) for k, v in change_env.items()}, **launcher_env, **TRIAL_ENV}
+    # the patch's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is part of the change being tried: memory
+    # settings only (trial/env.py), never PATH or LD_PRELOAD from a folder someone else prepared
+    change_env = allowed_change_env(change.get("env"), path=change_file)
+    env_overrides = {**change_env, **launcher_env, **TRIAL_ENV}
     env = {**os.environ, **env_overrides}
     program = resolve_program(command[0], env.get("PATH"))
     if program is None:
         raise BadInput(msg("launcher_not_found", None, program=command[0]))
 
-    folder = folder.resolve()  # resolve(strict=False): the folder does not exist yet
-    output_dir = folder / TRIAL_OUTPUT
-    trial_config = folder / "config.yaml"
-    text, overrides = trial_config_text(
-        config_file, trial_overrides(config, steps=steps, output_dir=output_dir)
-    )
-    folder.mkdir(parents=True)
+    files = TrialFolder(folder)
+    output_dir = files.output_dir
+    trial_config = files.config
+    keys = trial_overrides(config, steps=steps, output_dir=output_dir)
+    probe_run = _plan_probe(config, files, steps=steps, cwd=run_dir, lengths=probe_lengths) if probe else None
+    if probe_run is not None:
+        keys.update(probe_run.plan.changes)
+    text, overrides = trial_config_text(config_file, keys)
+    inputs.make_new_folder(folder)
+    if probe_run is not None:
+        probe_run.plan.write()
+        on_line = probe_run.line_hook(on_line)
     trial_config.write_text(text, encoding="utf-8")
-    if change_file.is_file():
-        shutil.copyfile(change_file, folder / "change.json")
+    if change:  # the bytes already read and checked, not the path again (it may have changed since)
+        files.change.write_text(json.dumps(change, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     argv = [program, *command[1:], str(trial_config)]
 
     source = NvmlSource() if source is None else source
     gpu = read_gpu(source)
     others = _other_processes(gpu)
+    if on_line is not None and change_env:  # what the folder's change.json sets, before anything runs
+        on_line("[oomdoctor] " + msg("env_applied", None, pairs=shown_env(change_env)))
     if others and on_line is not None:
         listing = ", ".join(f"GPU {p['gpu']} pid {p['pid']} ({p['used_mib'] or 0:,.0f} MiB)" for p in others)
         on_line("[oomdoctor] " + msg("trial_other_processes", None, listing=listing))
 
-    log_path = folder / "train.log"
+    log_path = files.log
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=run_dir,
-        start_new_session=True,
-    )
+    processes = TrialProcesses()  # the marker and cgroup that find what leaves the process group
+    env = {**env, **processes.env}
+    proc = _launch(processes, argv, env=env, cwd=run_dir)
     streamer = _LogStreamer(proc.stdout, log_path, on_line)
     streamer.start()
-    sampler = Sampler(source, pid=proc.pid, interval_s=interval_s, csv_path=folder / "gpu-samples.csv",
+    sampler = Sampler(source, pid=proc.pid, interval_s=interval_s, csv_path=files.samples,
                       on_sample=on_sample)  # fmt: skip
     tree = sampler.tree if sampler.tree is not None else ProcessTreeRss(proc.pid)
     sampler.start()
-    progress = _ProgressWatcher(output_dir / TRAINER_LOG)
+    progress = _ProgressWatcher(files.trainer_log)
+    if probe_run is not None:
+        probe_run.start(started, lambda: [p.pid for p in tree.alive()])
 
     def report_progress() -> None:
-        if progress.poll() and on_progress is not None:
+        moved = progress.poll()
+        if probe_run is not None:
+            probe_run.poll(steps_done=progress.steps_done, eval_loss=progress.eval_loss,
+                           checkpoints=files.checkpoints())  # fmt: skip
+        if moved and on_progress is not None:
             on_progress(
                 TrialProgress(
                     progress.steps_done,
@@ -590,6 +666,7 @@ def run_trial(
         stopped = interrupted = True
     finally:
         survivors = _stop_everything(proc, tree, grace_s)
+        survivors += processes.stop_all(grace_s)  # left the group and the tree: the marker, the cgroup
         wall_s = (ended if ended is not None else time.monotonic()) - started
         sampler.stop()
         streamer.join(timeout_s=10)
@@ -618,9 +695,16 @@ def run_trial(
         started_at=started_at,
         timeout_s=timeout_s,
     )
-    (folder / "result.json").write_text(
+    if probe_run is not None:
+        failed = record["phase"] if not record["ok"] else None
+        record.update(probe_run.record(samples_csv=files.samples, trainer_log=files.trainer_log,
+                                       failed_phase=failed, end_s=wall_s))  # fmt: skip
+    files.result.write_text(
         json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
+    if probe_run is not None and probe_run.calibrates(record):
+        record.update(_calibrate(files))
+        files.result.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if interrupted:
         raise KeyboardInterrupt
     return TrialResult(folder=folder, record=record, other_gpu_processes=others)
@@ -652,7 +736,8 @@ def _result_record(
 ) -> dict[str, Any]:
     from oomdoctor.facts.types import LogFacts
 
-    log_path = folder / "train.log"
+    files = TrialFolder(folder)
+    log_path = files.log
     log_error = None
     try:
         from oomdoctor.facts.log import read_log
@@ -675,7 +760,7 @@ def _result_record(
     if oom:
         cause, diagnosis_error = _diagnosed_cause(trial_config, log_path, source)
 
-    output_dir = folder / TRIAL_OUTPUT
+    output_dir = files.output_dir
     train_results = _read_json(output_dir / "train_results.json")
     eval_results = _read_json(output_dir / "eval_results.json")
     steps_done = progress.steps_done or log.good_steps or 0
@@ -683,10 +768,7 @@ def _result_record(
     if eval_loss is None:
         eval_loss = eval_results.get("eval_loss", log.eval_loss)
     runtime = train_results.get("train_runtime", log.train_runtime_s)
-    checkpoints = sorted(
-        (p.name for p in output_dir.glob("checkpoint-*") if p.is_dir()),
-        key=lambda n: int(n.rsplit("-", 1)[-1]) if n.rsplit("-", 1)[-1].isdigit() else 0,
-    )
+    checkpoints = files.checkpoints()
     peaks = sampler.peaks_mib
     outcome = _outcome(exit_code=exit_code, timed_out=timed_out, stopped=stopped, oom=oom)
     record: dict[str, Any] = {

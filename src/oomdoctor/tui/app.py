@@ -199,7 +199,15 @@ class OomDoctorApp(App[int]):
             self.push_screen(PickerScreen())
         self.scan_runs(at_start=False)
 
-    def open_run(self, config: Path | None, log: Path | None, *, is_demo: bool = False) -> None:
+    def open_run(self, config: Path | None, log: Path | None, *, is_demo: bool = False, watch: bool = True) -> None:
+        if watch and not is_demo and config is not None:
+            from oomdoctor.watch import run_is_live
+
+            if run_is_live(config):  # still running: watch it (oomdoctor.tui.watch_screen)
+                from oomdoctor.tui.watch_screen import WatchScreen
+
+                self.push_screen(WatchScreen(config, log))
+                return
         self.workers.cancel_group(self, "lengths")  # lengths belong to the run they were measured for
         self.session.open_run(config, log, is_demo=is_demo)
         self.call_later(self.main_screen.refresh_view)
@@ -491,8 +499,7 @@ class OomDoctorApp(App[int]):
         facts = self.session.facts
         if facts is None:
             return
-        facts.answers[event.key] = event.value
-        self.rediagnose(facts)
+        self.rediagnose(facts.with_answers({event.key: event.value}))
 
     @on(QuestionPanel.Skipped)
     async def _skipped(self, event: QuestionPanel.Skipped) -> None:

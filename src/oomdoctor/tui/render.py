@@ -140,17 +140,21 @@ def facts_rows(
             method = listing([method, t("facts_stage", lang, stage=cfg.stage)], lang)
         rows.append((t("facts_method", lang), method))
 
-        key = "facts_batch_value_gpus" if cfg.world_size > 1 else "facts_batch_value"
+        run = facts.derived if facts is not None else None
+        several = run is not None and (run.processes_at_least or 1) > 1
+        # the run's size as assembled: a world size nobody stated shows as its lower bound
+        gpus = run.world_size if run is not None and run.world_size else f"≥{run.processes_at_least if run else 1}"
+        effective = run.effective_batch if run is not None and run.effective_batch is not None else "?"
         rows.append(
             (
                 t("facts_batch", lang),
                 t(
-                    key,
+                    "facts_batch_value_gpus" if several else "facts_batch_value",
                     lang,
                     micro=cfg.per_device_train_batch_size,
                     accum=cfg.gradient_accumulation_steps,
-                    gpus=cfg.world_size,
-                    effective=cfg.effective_batch,
+                    gpus=gpus,
+                    effective=effective,
                 ),
             )
         )
@@ -224,10 +228,12 @@ def facts_rows(
         rows.append((t("facts_oom", lang), "…"))  # read, not yet diagnosed: say nothing rather than "no OOM"
     else:
         rows.append((t("facts_oom", lang), oom_summary(diagnosis, facts, lang)))
+    if diagnosis is not None and diagnosis.account is not None:  # the OOM message as an account of the card
+        rows.append((t("facts_account", lang), pick(diagnosis.account["line"], lang)))
 
     est = facts.estimate if facts is not None else None
     if est is not None:
-        card_mib = est.gpu_total_mib or (facts.gpu_total_mib if facts is not None else None)
+        card_mib = est.gpu_total_mib or (facts.capacity_mib if facts is not None else None)
         value = t(
             "facts_estimate_value",
             lang,

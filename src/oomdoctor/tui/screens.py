@@ -469,20 +469,14 @@ def rule_docs(rule_id: str, next_ids: list[str], lang: Lang) -> tuple[str, list[
     (cached by the engine); ids stand in for what the rule set does not hold."""
     try:
         from oomdoctor.rules.loader import load_rules
+        from oomdoctor.rules.nodes import LocalText
 
         rules = load_rules()
     except Exception:  # the proposal is still worth showing without its docs
         return "", list(next_ids)
 
-    def text(local: object) -> str:
-        if local is None or isinstance(local, str | dict):
-            return pick(local, lang)  # type: ignore[arg-type]
-        dump = getattr(local, "model_dump", None)  # the rule schema's LocalText (a model, or plain fields)
-        if dump is not None:
-            return pick(dump(), lang)
-        return pick(
-            {"en": str(getattr(local, "en", "") or ""), "zh": str(getattr(local, "zh", "") or "")}, lang
-        )
+    def text(local: LocalText) -> str:
+        return pick(local.as_dict(), lang)
 
     docs = text(rules.get(rule_id).docs) if rule_id in rules.by_id else ""
     titles = [f"{text(rules.get(n).title)} ({n})" if n in rules.by_id else n for n in next_ids]

@@ -5,7 +5,6 @@ Plain data (no textual), so the screens stay views over it and tests can read it
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -233,14 +232,9 @@ def entry_from_disk(change: SavedChange) -> HistoryEntry:
 
 
 def facts_with_lengths(facts: Facts, data: DataFacts) -> Facts:
-    """The same facts with measured lengths and the estimate rebuilt on them (the estimator's inputs are
-    otherwise unchanged: the card is still ``facts.gpu_total_mib``). Derived values are left to the engine."""
-    from oomdoctor.estimate import estimate
-
-    est = facts.estimate
-    if facts.config is not None and facts.model is not None and facts.model.hidden_size:
-        est = estimate(facts.config, facts.model, data=data, gpu_total_mib=facts.gpu_total_mib)
-    return dataclasses.replace(facts, data=data, estimate=est, answers=dict(facts.answers), derived={})
+    """The same readings with measured lengths, assembled again: the estimate is rebuilt on them (on the
+    card the facts settled) and the derived facts follow."""
+    return facts.with_data(data)
 
 
 TRIAL_HISTORY_SAMPLES = 600  # what the charts can show: 2 minutes at 200 ms

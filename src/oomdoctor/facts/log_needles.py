@@ -1,0 +1,160 @@
+"""The byte strings that every log line the scanner acts on holds, and one bytes regex that finds them.
+
+A big log is mostly progress bars, loss dicts and plain per-step lines. The big-file reader
+(``facts/log_window.py``) searches the raw bytes for these needles, the way grep does, and decodes and
+scans only the windows around them. The needles are not a second copy of the knowledge: they are derived
+from the same regexes the scanner applies (``log_markers.yaml`` and ``log_scan.py``): for each regex, a set of
+literal strings one of which every match contains. When a regex yields no such set, the big-file reader
+is not used (``hit_pattern()`` is None) and the log is read line by line as before.
+
+Only ASCII literals are taken from regexes (they are the same bytes in UTF-8 and GBK, and decoding never
+joins ASCII bytes that were apart); the plain hints of the tables may be non-ASCII and are searched in both
+encodings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import Iterable
+from typing import Any
+
+try:  # Python 3.11+
+    from re import _constants as _c  # type: ignore[attr-defined]
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _c  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+Option = frozenset[str]
+_REPEATS = tuple(
+    op for op in (getattr(_c, n, None) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")) if op
+)
+
+
+def required_literals(pattern: str) -> Option | None:
+    """Literal ASCII strings of which every match of ``pattern`` holds at least one; None when there is no
+    such set (a branch without a literal, a case-insensitive part)."""
+    try:
+        tree = _sre_parse.parse(pattern)
+    except re.error:
+        return None
+    if tree.state.flags & re.IGNORECASE:
+        return None
+    return _sequence(list(tree))
+
+
+def _sequence(items: list[tuple[object, object]]) -> Option | None:
+    options: list[Option] = []
+    run: list[str] = []
+    for op, av in items:
+        if op is _c.LITERAL:
+            run.append(chr(av))  # type: ignore[arg-type]
+            continue
+        _flush(run, options)
+        sub = _item(op, av)
+        if sub:
+            options.append(sub)
+    _flush(run, options)
+    return max(options, key=_score, default=None)
+
+
+def _item(op: object, av: object) -> Option | None:
+    if op is _c.SUBPATTERN:
+        _group, add_flags, _del_flags, body = av  # type: ignore[misc]
+        return None if add_flags & re.IGNORECASE else _sequence(list(body))
+    if op is _c.BRANCH:
+        subs = [_sequence(list(b)) for b in av[1]]  # type: ignore[index]
+        return frozenset().union(*subs) if all(subs) else None  # type: ignore[arg-type]
+    if op in _REPEATS:
+        low, _high, body = av  # type: ignore[misc]
+        return _sequence(list(body)) if low >= 1 else None
+    if op is getattr(_c, "ATOMIC_GROUP", None):
+        return _sequence(list(av))  # type: ignore[call-overload]
+    return None
+
+
+def _flush(run: list[str], options: list[Option]) -> None:
+    """A run of literal characters is required as a whole; so is its longest ASCII piece."""
+    if run:
+        pieces = re.findall(r"[\x00-\x7f]+", "".join(run))
+        if pieces:
+            options.append(frozenset([max(pieces, key=len)]))
+    run.clear()
+
+
+def _score(option: Option) -> tuple[int, int]:
+    """Longer needles hit fewer ordinary lines; fewer of them make a faster search."""
+    return min(len(s) for s in option), -len(option)
+
+
+def needle_bytes(needles: Iterable[str]) -> list[bytes]:
+    """Each needle in UTF-8, and non-ASCII ones in GBK too; needles holding a shorter one are dropped."""
+    out: set[bytes] = set()
+    for n in needles:
+        if not n:
+            continue
+        out.add(n.encode("utf-8"))
+        if not n.isascii():
+            with contextlib.suppress(UnicodeEncodeError):
+                out.add(n.encode("gbk"))
+    ordered = sorted(out, key=len)
+    kept: list[bytes] = []
+    for n in ordered:
+        if not any(k in n for k in kept):
+            kept.append(n)
+    return sorted(kept, key=len, reverse=True)
+
+
+def _scanner_needles() -> list[str] | None:
+    """Needles for every line the scanner does more with than keep it as context (see LogScanner._segment)."""
+    from oomdoctor.facts import launcher
+    from oomdoctor.facts import log_scan as s
+    from oomdoctor.facts.log_tables import tables
+
+    t = tables()
+    raw = t.raw
+    needles: list[str] = [s.TRACEBACK_HEADER, s.RICH_BOX, "╰", "ZeRO stage", "zero_optimization_stage"]
+    needles += [h for form in t.oom_forms for h in form.hints]
+    needles += list(raw["card_names"]["hint"])
+    needles += list(t.load_bars)
+    needles += ["'eval_loss'", "'train_runtime'"]  # the dict keys other than the training loss
+    patterns = [
+        s.FILE_LINE.pattern,
+        s.IPYTHON_FILE_LINE.pattern,
+        s.IPYTHON_CELL_LINE.pattern,
+        s.FRAGMENT_LINE.pattern,
+        s._NOTEBOOK_BAR.pattern,
+        s._EXCEPTION_LINE.pattern,
+        s._BANNER_HINT.pattern,
+        launcher.HINT.pattern,
+        *(m["pattern"] for m in raw["markers"]),
+        *raw["run_start"],
+        *(w["pattern"] for w in raw["allocator_warnings"]),
+        *(z["pattern"] for z in raw["zero_stage"]["lines"]),
+    ]
+    for p in patterns:
+        option = required_literals(p)
+        if option is None:
+            return None
+        needles += option
+    return needles
+
+
+@functools.lru_cache(maxsize=1)
+def hit_pattern() -> Any | None:
+    """One compiled search for every needle (on first use), with ``.search(buf, pos, endpos)``; None when a
+    regex has no needles. RE2 (google-re2) runs a literal alternation as a DFA, several times faster than
+    ``re`` on text where many bytes start a needle; ``re`` serves where RE2 is not installed."""
+    needles = _scanner_needles()
+    if needles is None:
+        return None
+    pattern = b"|".join(re.escape(n) for n in needle_bytes(needles))
+    try:
+        import re2  # type: ignore[import-not-found]
+    except ImportError:
+        return re.compile(pattern)
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1  # bytes, not UTF-8: a log may hold any byte
+    return re2.compile(pattern, options)

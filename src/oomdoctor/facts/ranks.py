@@ -1,0 +1,174 @@
+"""Multi-rank runs: which process failed first, and whether the others ran out too or were torn down.
+
+A log of several ranks or nodes (one file with "[rankN]:" / "host:" prefixes, or a folder of per-node logs
+given as ``--log DIR``) holds one failure and its echoes: the launcher stops the siblings (ChildFailedError,
+SIGTERM, NCCL aborting), and on a run short of memory everywhere, the others print the same OOM. The
+first rank that failed is the one to diagnose; the rest says whether the cause is shared.
+
+Pure text in, a ``RankReport`` out; ``read_log_dir`` reads a folder of per-node logs into one text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from oomdoctor.datafiles import load_data_file
+from oomdoctor.facts.log_tables import MARKERS_FILE, tables
+from oomdoctor.facts.log_text import split_lines, split_prefix
+
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
+MAX_FILE_BYTES = 64 * 1024**2  # the tail of a bigger node log is read (the failure is at the end)
+
+
+@dataclass(frozen=True)
+class RankReport:
+    processes: tuple[str, ...]  # every process label seen ("rank3", "node1/rank0", "host:worker-2")
+    first: str | None  # the first process whose memory ran out
+    first_line: int | None  # its line number in the text read
+    oomed: tuple[str, ...]  # every process that printed an out-of-memory, the first included
+    torn_down: tuple[str, ...]  # processes stopped after the failure without an OOM of their own
+    root_cause_rank: int | None = None  # torchrun's "Root Cause (first observed failure)" rank
+
+    @property
+    def same_cause(self) -> bool:
+        return len(self.oomed) > 1
+
+
+@lru_cache(maxsize=1)
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    raw = load_data_file(MARKERS_FILE)
+    teardown = re.compile("|".join(f"(?:{p})" for p in raw["teardown_lines"]))
+    return teardown, re.compile(raw["root_cause_header"]), re.compile(raw["root_cause_rank"])
+
+
+def _is_oom(text: str) -> bool:
+    t = tables()
+    if not t.oom_hint.search(text):
+        return False
+    return any(
+        any(h in text for h in f.hints) and f.pattern.search(text) for f in t.oom_forms if f.priority >= 2
+    )
+
+
+def _label(key: str) -> str:
+    return key[5:] if key.startswith("host:") else key
+
+
+def rank_report(text: str) -> RankReport | None:
+    """Who failed first and how the others ended; None when the text shows fewer than two processes."""
+    teardown, root_header, root_rank = _patterns()
+    seen: dict[str, None] = {}
+    oomed: dict[str, int] = {}
+    torn: dict[str, None] = {}
+    root: int | None = None
+    in_root = False
+    launcher_stopped = False  # the launcher's own lines (no process prefix) say it stopped the others
+    for number, line in enumerate(split_lines(text), 1):
+        p = split_prefix(line)
+        if p.key:
+            seen.setdefault(p.key)
+        if root_header.search(p.text):
+            in_root = True
+            continue
+        if in_root:
+            m = root_rank.match(p.text)
+            if m:
+                root, in_root = int(m.group("rank")), False
+            continue
+        if not p.key:
+            launcher_stopped = launcher_stopped or bool(teardown.search(p.text))
+            continue
+        if p.key not in oomed and _is_oom(p.text):
+            oomed[p.key] = number
+        elif teardown.search(p.text):  # in any order: per-node files are read one after the other
+            torn.setdefault(p.key)
+    if len(seen) < 2:
+        return None
+    first = min(oomed, key=oomed.__getitem__) if oomed else None
+    return RankReport(
+        processes=tuple(_label(k) for k in seen),
+        first=_label(first) if first else None,
+        first_line=oomed.get(first) if first else None,
+        oomed=tuple(_label(k) for k in sorted(oomed, key=oomed.__getitem__)),
+        torn_down=tuple(
+            _label(k)
+            for k in seen
+            if k not in oomed and (k in torn or (launcher_stopped and first is not None))
+        ),
+        root_cause_rank=root,
+    )
+
+
+def _prefix_for(path: Path, index: int) -> str:
+    """A line prefix the reader groups by: the file's stem when it names a host (has a digit)."""
+    stem = re.sub(r"[^\w.-]", "-", path.stem) or "node"
+    return f"{stem}: " if re.search(r"\d", stem) else f"node{index}-{stem}: "
+
+
+def per_node_logs(folder: Path) -> list[Path]:
+    """The text logs in a folder, one per node or rank (sorted by name); empty when there are none."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in LOG_SUFFIXES)
+
+
+def read_log_dir(folder: Path) -> str:
+    """The per-node logs of a folder as one text, each line behind its node's prefix."""
+    parts: list[str] = []
+    for index, path in enumerate(per_node_logs(folder)):
+        with open(path, "rb") as fh:
+            size = path.stat().st_size
+            if size > MAX_FILE_BYTES:
+                fh.seek(size - MAX_FILE_BYTES)
+            data = fh.read()
+        text = data.decode("utf-8", errors="replace")
+        prefix = _prefix_for(path, index)
+        parts.append("\n".join(prefix + line for line in text.splitlines()))
+    return "\n".join(parts) + "\n"
+
+
+def rank_findings(report: RankReport | None) -> list[tuple[str, dict[str, object]]]:
+    """(finding id, fields) for the diagnosis: who failed first, and what became of the others."""
+    if report is None or report.first is None:
+        return []
+    out: list[tuple[str, dict[str, object]]] = [
+        ("ranks_first", {"first": report.first, "n": len(report.processes)})
+    ]
+    others = [p for p in report.oomed if p != report.first]
+    if others:
+        out.append(("ranks_same_cause", {"others": ", ".join(others)}))
+    if report.torn_down:
+        out.append(("ranks_torn_down", {"others": ", ".join(report.torn_down)}))
+    if report.root_cause_rank is not None and f"rank{report.root_cause_rank}" not in report.first:
+        out.append(("ranks_root_cause", {"rank": report.root_cause_rank}))
+    return out
+
+
+RANK_SCAN_BYTES = 16 * 1024**2  # the part of a single log file read for the rank report (its end)
+
+
+def _is_output_dir(folder: Path) -> bool:
+    t = tables()
+    return any((folder / name).is_file() for name in (*t.output_dir_logs, t.trainer_log))
+
+
+def _tail_text(path: Path) -> str:
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        if size > RANK_SCAN_BYTES:
+            fh.seek(size - RANK_SCAN_BYTES)
+        return fh.read().decode("utf-8", errors="replace")
+
+
+def read_run_log(path: Path):  # -> LogFacts
+    """The log reader for ``--log``: a LLaMA-Factory output_dir or a file as ``read_log`` reads them, or a
+    folder of per-node logs as one multi-node log; with the rank report of a multi-rank log."""
+    from oomdoctor.facts.log import parse_log_text, read_log
+
+    if path.is_dir() and not _is_output_dir(path) and per_node_logs(path):
+        return parse_log_text(read_log_dir(path), path=str(path))
+    facts = read_log(path)
+    if facts.ranks is None and path.is_file():
+        facts.ranks = rank_report(_tail_text(path))
+    return facts

@@ -1,0 +1,120 @@
+"""What to ask when the files cannot tell: only what could change the proposal, one tier at a time, the
+most decisive first; and the check that the user's answers are ones the questions allow."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+
+from oomdoctor.diagnosis import Answer, Question
+from oomdoctor.errors import BadInput
+from oomdoctor.i18n import msg
+from oomdoctor.rules.facts import Facts
+from oomdoctor.rules.loader import LoadedNode, RuleSet
+from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question
+from oomdoctor.rules.walk import Walk, walk_rules
+
+# Questions go out one tier at a time, the most decisive first: where it ran out decides which nodes apply
+# at all; which memory (and whether the weights loaded) picks the branch; card facts and the nodes' own
+# questions only choose within it. The nodes' own questions join the last tier.
+QUESTION_TIERS: tuple[tuple[str, ...], ...] = (("phase",), ("weights_loaded", "memory_kind"), ("card_bf16",))
+
+# An answer to the key settles these facts too (a phase past loading means the weights loaded).
+SETTLED_BY: dict[str, tuple[str, ...]] = {"phase": ("weights_loaded",)}
+
+
+def check_answers(answers: Mapping[str, str], rules: RuleSet) -> None:
+    """Unknown question or value -> BadInput naming what is allowed."""
+    for key, value in answers.items():
+        spec = rules.questions.get(key)
+        if spec is None:
+            raise BadInput(
+                msg("unknown_question", None, question=key, allowed=", ".join(sorted(rules.questions)))
+            )
+        if value not in spec.allowed:
+            raise BadInput(msg("bad_answer", None, key=key, value=value, allowed=", ".join(spec.allowed)))
+
+
+def _question_for(loaded: LoadedNode) -> Question:
+    node = loaded.node
+    assert node.ask is not None
+    if node.ask.key in BUILTIN_QUESTIONS:
+        return builtin_question(node.ask.key, node.id)
+    assert node.ask.text is not None and node.ask.answers is not None
+    return Question(
+        key=node.ask.key,
+        text=node.ask.text.as_dict(),
+        answers=[Answer(value=a.value, label=a.label.as_dict()) for a in node.ask.answers],
+        asked_by=node.id,
+    )
+
+
+def _open_builtin_keys(facts: Facts) -> list[str]:
+    """Built-in questions whose fact is still open: unknown, or only assumed (memory_kind of a cut traceback
+    while loading or saving)."""
+    d, answered = facts.derived, facts.answers
+    open_keys = []
+    if d.phase == "unknown":
+        open_keys.append("phase")
+    if d.weights_loaded is None:
+        open_keys.append("weights_loaded")
+    if d.memory_kind is None or d.memory_kind_source == "assumed":
+        open_keys.append("memory_kind")
+    if d.card_bf16 is None:
+        open_keys.append("card_bf16")
+    return [key for key in open_keys if key not in answered]
+
+
+def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]:
+    """Ask only what could change the proposal, one tier at a time, most decisive first (QUESTION_TIERS):
+    a question none of whose answers changes the proposed rule is noise, and so is a card question while the
+    phase is still open (the next diagnosis, with the phase answered, asks it if it still matters)."""
+    node_asks: dict[str, LoadedNode] = {}
+    for loaded in walk.undecided:
+        key = loaded.node.ask.key if loaded.node.ask is not None else None
+        if key is not None and key not in BUILTIN_QUESTIONS and key not in facts.answers:
+            node_asks.setdefault(key, loaded)
+    open_keys = _open_builtin_keys(facts)
+    tiers = [[key for key in tier if key in open_keys] for tier in QUESTION_TIERS]
+    tiers[-1] += list(node_asks)
+    for index, tier in enumerate(tiers):
+        later = [key for rest in tiers[index + 1 :] for key in rest]
+        asked = []
+        for key in tier:
+            context_keys = [k for k in later if k not in SETTLED_BY.get(key, ())]
+            brings = _answer_that_changes(key, facts, rules, context_keys, walk.top)
+            if brings is None:
+                continue
+            if key in node_asks:
+                asked.append(_question_for(node_asks[key]))
+            else:
+                asked.append(builtin_question(key, brings or "engine"))
+        if asked:
+            return asked
+    return []
+
+
+def _top_with(facts: Facts, rules: RuleSet, answers: dict[str, str]) -> str | None:
+    """The rule proposed if the user also gave ``answers``."""
+    if not answers:
+        return walk_rules(facts, rules, with_effect=False).top
+    return walk_rules(facts.with_answers(answers), rules, with_effect=False).top
+
+
+def _answer_that_changes(
+    key: str, facts: Facts, rules: RuleSet, context_keys: list[str], current: str | None
+) -> str | None:
+    """The rule some answer to ``key`` would propose instead ("" when that answer leaves no proposal), or None
+    when no answer changes the proposal. The later questions' answers are tried too (each combination), so
+    the phase is worth asking even when a proposal also needs the memory kind, which is asked next."""
+    contexts: list[dict[str, str]] = [{}]
+    if context_keys:
+        choices = [rules.questions[k].allowed for k in context_keys]
+        contexts += [dict(zip(context_keys, combo, strict=True)) for combo in itertools.product(*choices)]
+    for context in contexts:
+        base = _top_with(facts, rules, context) if context else current
+        for value in rules.questions[key].allowed:
+            top = _top_with(facts, rules, {**context, key: value})
+            if top != base:
+                return top or ""
+    return None

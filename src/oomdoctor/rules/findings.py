@@ -1,0 +1,303 @@
+"""What the facts themselves show, before any rule: the numbers behind the diagnosis, as a table of small
+producers. Each producer reads the assembled bundle and returns its findings (most return none or one);
+``FACT_FINDINGS`` is the order they are shown in. To add a finding: write a producer, put it in the table,
+and its ``f_<id>`` text in ``i18n.MESSAGES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from oomdoctor.diagnosis import Finding
+from oomdoctor.errors import BadInput
+from oomdoctor.facts.ranks import rank_findings
+from oomdoctor.facts.types import ConfigFacts
+from oomdoctor.i18n import LANGS, Lang, both, msg
+from oomdoctor.rules.facts import Facts
+from oomdoctor.rules.texts import mib_text
+
+Producer = Callable[[Facts], list[Finding]]
+
+# The estimator's term names, as the user reads them.
+TERM_NAMES: dict[str, dict[str, str]] = {
+    "weights": {"en": "weights", "zh": "模型权重"},
+    "trainable_state": {"en": "trainable state (gradients + optimizer)", "zh": "可训练状态(梯度与优化器)"},
+    "activations": {"en": "stored activations", "zh": "中间激活"},
+    "logits_loss": {"en": "logits and loss", "zh": "logits 与损失计算"},
+    "eval": {"en": "evaluation", "zh": "验证"},
+    "overhead": {"en": "overhead", "zh": "运行开销"},
+}
+# A reserved-but-unallocated block is worth a line from this share of the request on.
+FRAGMENTATION_FINDING_SHARE = 0.5
+# Phases where the micro-batch sets the peak, so "the largest micro-batch that fits" is worth saying.
+BATCH_PHASES = ("first_batch", "long_sample")
+
+
+def finding(fid: str, severity: str = "info", **fields: Any) -> list[Finding]:
+    """One finding whose text is ``f_<fid>`` filled with the same fields in both languages."""
+    return [Finding(id=fid, text=both(f"f_{fid}", **fields), severity=severity)]
+
+
+def per_language(fid: str, fields: Callable[[Lang], dict[str, Any]]) -> list[Finding]:
+    """One finding whose fields are themselves texts in the reader's language."""
+    text: dict[str, str] = {lang: msg(f"f_{fid}", lang, **fields(lang)) for lang in LANGS}
+    return [Finding(id=fid, text=text)]
+
+
+# --- the producers, in the order they are shown -------------------------------------------------------------
+
+
+def _inputs(facts: Facts) -> list[Finding]:
+    if facts.log is None:
+        return finding("no_log")
+    return finding("log_only") if facts.config is None else []
+
+
+def _traceback_cut(facts: Facts) -> list[Finding]:
+    log = facts.log
+    if log is not None and not log.oom and log.traceback_cut and not log.other_error:
+        return finding("traceback_cut", "warning")
+    return []
+
+
+def _ranks(facts: Facts) -> list[Finding]:
+    """A multi-rank log: who ran out first, and whether the others did too or were torn down (facts/ranks.py)."""
+    log = facts.log
+    out: list[Finding] = []
+    for fid, fields in rank_findings(log.ranks if log is not None else None):
+        out += finding(fid, **fields)
+    return out
+
+
+def _other_error(facts: Facts) -> list[Finding]:
+    log = facts.log
+    if log is not None and not log.oom and log.other_error:
+        return finding("other_error", "warning", error=log.other_error[:300])
+    return []
+
+
+def _phase_answer_over_log(facts: Facts) -> list[Finding]:
+    d, log = facts.derived, facts.log
+    if d.phase_source != "answer" or log is None or not log.oom or log.phase in ("unknown", "none", d.phase):
+        return []
+    return finding("phase_answer_over_log", answer=d.phase, log=log.phase)
+
+
+def _phase_evidence(facts: Facts) -> list[Finding]:
+    d, log = facts.derived, facts.log
+    if log is None or d.phase_source != "log" or not (log.phase_evidence_text or log.phase_evidence):
+        return []
+    evidence = log.phase_evidence_text or [{"en": e, "zh": e} for e in log.phase_evidence]
+    return per_language(
+        "phase_evidence",
+        lambda lang: {
+            "phase": msg(f"phase_{d.phase}", lang),
+            "evidence": "; ".join(e.get(lang) or e.get("en", "") for e in evidence[:3]),
+        },
+    )
+
+
+def _phase_by_schedule(facts: Facts) -> list[Finding]:
+    d, log = facts.derived, facts.log
+    if log is None or d.phase_source != "schedule":
+        return []
+    return per_language(
+        "phase_by_schedule", lambda lang: {"phase": msg(f"phase_{d.phase}", lang), "step": log.step}
+    )
+
+
+def _request(facts: Facts) -> list[Finding]:
+    log = facts.log
+    if log is None or log.requested_mib is None or log.capacity_mib is None:
+        return []
+    return finding(
+        "request",
+        requested=mib_text(log.requested_mib),
+        free=mib_text(log.free_mib),
+        capacity=mib_text(log.capacity_mib),
+    )
+
+
+def _reserve_would_fit(facts: Facts) -> list[Finding]:
+    log = facts.log
+    if log is None or not facts.derived.reserve_would_fit or not log.reserved_unallocated_mib:
+        return []
+    if (
+        not log.requested_mib
+        or log.reserved_unallocated_mib < FRAGMENTATION_FINDING_SHARE * log.requested_mib
+    ):
+        return []
+    return finding(
+        "reserve_would_fit",
+        "warning",
+        free=mib_text(log.free_mib),
+        reserved=mib_text(log.reserved_unallocated_mib),
+        requested=mib_text(log.requested_mib),
+    )
+
+
+def _alloc_retries(facts: Facts) -> list[Finding]:
+    log = facts.log
+    return (
+        finding("alloc_retries", "warning", count=log.alloc_retries)
+        if log is not None and log.alloc_retries
+        else []
+    )
+
+
+def _self_listed(facts: Facts) -> list[Finding]:
+    pid = facts.derived.self_listed_pid
+    return finding("self_listed", pid=pid) if pid is not None else []
+
+
+def _other_processes(facts: Facts) -> list[Finding]:
+    d = facts.derived
+    if not d.other_process_mib:
+        return []
+    pids = ", ".join(str(p) for p in d.other_process_pids)
+    return finding("other_processes", "warning", mib=mib_text(d.other_process_mib), pids=pids)
+
+
+def _effective_batch(facts: Facts) -> list[Finding]:
+    d = facts.derived
+    if not (d.micro_batch and d.accumulation and d.effective_batch):
+        return []
+    return finding(
+        "effective_batch",
+        micro=d.micro_batch,
+        acc=d.accumulation,
+        world=d.world_size or 1,
+        effective=d.effective_batch,
+    )
+
+
+def _eval_batch_default(facts: Facts) -> list[Finding]:
+    config = facts.config
+    if config is None or not config.do_eval or not facts.derived.eval_batch_default:
+        return []
+    return finding("eval_batch_default", micro=config.per_device_train_batch_size)
+
+
+def _multi_gpu_no_deepspeed(facts: Facts) -> list[Finding]:
+    d = facts.derived
+    if facts.config is None or (d.processes_at_least or 1) <= 1 or d.sharded_by is not None:
+        return []
+    return finding("multi_gpu_no_deepspeed", "warning", world=d.processes_at_least)
+
+
+def _cutoff_above_longest(facts: Facts) -> list[Finding]:
+    config, data = facts.config, facts.data
+    if config is None or data is None or not data.max_tokens or config.cutoff_len < data.max_tokens:
+        return []
+    return finding("cutoff_above_longest", cutoff=config.cutoff_len, longest=data.max_tokens)
+
+
+def _weights_share(facts: Facts) -> list[Finding]:
+    est, capacity = facts.estimate, facts.derived.capacity_mib
+    weights = est.terms.get("weights") if est is not None else None
+    if not weights or not capacity:
+        return []
+    return finding(
+        "weights_share",
+        weights=mib_text(weights),
+        share=round(100 * weights / capacity),
+        capacity=mib_text(capacity),
+    )
+
+
+def _fitting_micro_batch(facts: Facts) -> list[Finding]:
+    """The largest micro-batch the estimate says fits this card with margin, keeping the effective batch."""
+    config, model, total = facts.config, facts.model, facts.derived.capacity_mib
+    if facts.derived.phase not in BATCH_PHASES or config is None or model is None or not total:
+        return []
+    if facts.estimate is None:  # the model's shape did not allow an estimate: nothing to search with
+        return []
+    from oomdoctor.estimate import accumulation_for, largest_fitting_micro_batch
+    from oomdoctor.estimate.search import FIT_MARGIN
+
+    try:
+        batch = largest_fitting_micro_batch(config, model, data=facts.data, gpu_total_mib=total)
+    except BadInput:  # a model shape too incomplete to estimate with
+        return []
+    if batch is None or batch >= config.per_device_train_batch_size:
+        return []  # none fits, or the current one should: the estimate has nothing to add
+    return finding(
+        "fitting_micro_batch",
+        batch=batch,
+        accumulation=accumulation_for(config, batch),
+        effective=facts.derived.effective_batch or "?",
+        margin=round(100 * FIT_MARGIN),
+        capacity=mib_text(total),
+    )
+
+
+def _dominant_term(facts: Facts) -> list[Finding]:
+    est = facts.estimate
+    if est is None or est.dominant_term not in est.terms:
+        return []
+    term = est.dominant_term
+    name = TERM_NAMES.get(term, {"en": term, "zh": term})
+    return per_language("dominant_term", lambda lang: {"term": name[lang], "mib": mib_text(est.terms[term])})
+
+
+def in_effect(config: ConfigFacts) -> list[dict[str, str]]:
+    """What the config already turns on (gradient checkpointing, precision, quantisation, ZeRO, offload)."""
+    items: list[dict[str, str]] = []
+    if config.gradient_checkpointing:
+        items.append(both("in_gc_default" if config.gradient_checkpointing_by_default else "in_gc"))
+    if config.pure_bf16:
+        items.append(both("in_pure_bf16"))
+    elif config.bf16:
+        items.append(both("in_bf16"))
+    elif config.fp16:
+        items.append(both("in_fp16"))
+    if config.enable_liger_kernel:
+        items.append(both("in_liger"))
+    if config.quantization_bit:
+        items.append(both("in_quant", bits=config.quantization_bit))
+    if config.zero_stage is not None:
+        items.append(both("in_zero", stage=config.zero_stage))
+    if config.offload_optimizer:
+        items.append(both("in_offload_optimizer"))
+    if config.offload_param:
+        items.append(both("in_offload_param"))
+    return items
+
+
+def _in_effect(facts: Facts) -> list[Finding]:
+    items = in_effect(facts.config) if facts.config is not None else []
+    if not items:
+        return []
+    return per_language(
+        "in_effect", lambda lang: {"items": ("、" if lang == "zh" else ", ").join(i[lang] for i in items)}
+    )
+
+
+FACT_FINDINGS: tuple[Producer, ...] = (
+    _inputs,
+    _traceback_cut,
+    _ranks,
+    _other_error,
+    _phase_answer_over_log,
+    _phase_evidence,
+    _phase_by_schedule,
+    _request,
+    _reserve_would_fit,
+    _alloc_retries,
+    _self_listed,
+    _other_processes,
+    _effective_batch,
+    _eval_batch_default,
+    _multi_gpu_no_deepspeed,
+    _cutoff_above_longest,
+    _weights_share,
+    _fitting_micro_batch,
+    _dominant_term,
+    _in_effect,
+)
+
+
+def fact_findings(facts: Facts) -> list[Finding]:
+    """Every producer's findings, in the table's order."""
+    return [f for produce in FACT_FINDINGS for f in produce(facts)]

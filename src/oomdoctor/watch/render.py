@@ -1,0 +1,78 @@
+"""A run frame as text for a terminal, in the user's language (``watch --config`` without ``--json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oomdoctor.i18n import Lang, msg
+
+BAR_WIDTH = 30
+
+
+def _bar(used: float, total: float, width: int = BAR_WIDTH) -> str:
+    filled = min(width, max(0, round(width * used / total))) if total > 0 else 0
+    return "[" + "|" * filled + " " * (width - filled) + "]"
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def _pool_lines(pool: dict[str, Any], lang: Lang) -> list[str]:
+    source = msg(f"wr_limit_{pool['limit_source']}", lang)
+    lines = [
+        f"{pool['name']}  {source}",
+        f"  {_bar(pool['used_mib'], pool['limit_mib'])} "
+        + msg("wr_pool", lang, used=_num(pool["used_mib"]), limit=_num(pool["limit_mib"]),
+              peak=_num(pool["peak_mib"]), left=_num(pool["left_mib"])),
+    ]  # fmt: skip
+    phase = pool.get("phase_lines_mib") or {}
+    if phase:
+        lines.append("  " + msg("wr_phase_lines", lang, eval=_num(phase.get("eval")), batch=_num(phase.get("longest_batch")),
+                                  save=_num(phase.get("save"))))  # fmt: skip
+    return lines
+
+
+def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
+    """The frame as text; ``final`` is the Diagnosis once the run has ended."""
+    lines = [msg("wr_title", lang, time=frame["time"], config=frame["config"]), ""]
+    if frame["alive"]:
+        lines.append(msg("wr_run", lang, pids=", ".join(map(str, frame["pids"])), step=_num(frame["step"]),
+                         total=_num(frame["total_steps"]), loss="-" if frame["loss"] is None else f"{frame['loss']:.4f}",
+                         eta=_eta(frame["eta_s"])))  # fmt: skip
+        lines.append(msg("wr_next", lang, eval=_num(frame["next_eval_step"]), save=_num(frame["next_save_step"])))
+    elif not frame["ended"]:
+        lines.append(msg("wr_waiting", lang))
+    lines.append("")
+    for pool in frame["pools"]:
+        lines += _pool_lines(pool, lang)
+    lines.append("")
+    if frame["warnings"]:
+        lines.append(msg("wr_warnings", lang))
+        for w in frame["warnings"]:
+            lines += [f"  ! {w['text'][lang]}", f"    {w['act'][lang]}"]
+    elif frame["alive"]:
+        lines.append(msg("wr_no_warnings", lang))
+    if frame["history"]:
+        first = frame["history"][0]
+        lines.append(msg("wr_first", lang, text=first["text"][lang], elapsed=f"{first['time_s']:.0f}",
+                         step=_num(first["step_seen"])))  # fmt: skip
+    if frame["ended"]:
+        lines += ["", msg("wr_ended", lang), ""]
+        if final is not None:
+            from oomdoctor.commands.diagnose import report
+
+            lines.append(report(final, lang))
+        else:
+            lines.append(str((frame.get("diagnosis") or {}).get("error", "-")))
+    else:
+        lines += ["", msg("watch_hint", lang)]
+    return "\n".join(lines)

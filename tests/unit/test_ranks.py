@@ -1,0 +1,81 @@
+"""Multi-rank logs (facts/ranks.py): the first rank that failed, and whether the others ran out too or were
+torn down; a folder of per-node logs read as one run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from oomdoctor.facts.log import parse_log_text
+from oomdoctor.facts.ranks import rank_findings, rank_report, read_run_log
+from oomdoctor.rules.assemble import facts_of
+from oomdoctor.rules.engine import diagnose
+
+LOGS = Path(__file__).resolve().parents[1] / "cases" / "logs"
+
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.76 GiB. GPU {gpu} has a total capacity of "
+    "39.38 GiB of which 1.15 GiB is free. Including non-PyTorch memory, this process has 38.22 GiB memory in use. "
+    "Of the allocated memory 35.10 GiB is allocated by PyTorch, and 2.40 GiB is reserved by PyTorch but unallocated."
+)
+# The shape torchrun prints when one rank fails: its traceback, NCCL aborting the others, the agent sending
+# SIGTERM, then ChildFailedError with the root cause (as in the LLaMA-Factory multi-GPU threads of the sets).
+TORN_DOWN = f"""\
+[rank3]: Traceback (most recent call last):
+[rank3]:   File "/site-packages/transformers/trainer.py", line 3675, in training_step
+[rank3]:     loss = self.compute_loss(model, inputs)
+[rank3]: {OOM.format(gpu=3)}
+[rank1]:[E1201 10:00:01.000 ProcessGroupNCCL.cpp:1484] [PG 0 Rank 1] Process group watchdog thread terminated with exception
+[rank0]:[E1201 10:00:01.000 ProcessGroupNCCL.cpp:1484] [PG 0 Rank 0] Process group watchdog thread terminated with exception
+W1201 10:00:02.000 123 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 4711 closing signal SIGTERM
+W1201 10:00:02.000 123 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 4712 closing signal SIGTERM
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-12-01_10:00:02
+  host      : gpu-node-7
+  rank      : 3 (local_rank: 3)
+  exitcode  : 1 (pid: 4713)
+"""
+
+
+def test_the_first_rank_and_the_siblings_torn_down() -> None:
+    r = rank_report(TORN_DOWN)
+    assert r is not None and r.first == "rank3" and r.oomed == ("rank3",)
+    assert set(r.torn_down) == {"rank0", "rank1"} and not r.same_cause
+    assert r.root_cause_rank == 3
+    ids = [fid for fid, _ in rank_findings(r)]
+    assert ids == ["ranks_first", "ranks_torn_down"]
+
+
+def test_every_rank_ran_out_is_the_same_cause() -> None:
+    # tests/cases/logs/ddp_two_ranks_rank1_first_long_sample.log: rank 1's message comes before rank 0's
+    r = rank_report((LOGS / "ddp_two_ranks_rank1_first_long_sample.log").read_text(encoding="utf-8"))
+    assert r is not None and r.first == "rank1" and r.oomed == ("rank1", "rank0") and r.same_cause
+
+
+def test_one_process_is_no_rank_report() -> None:
+    assert rank_report(OOM.format(gpu=0)) is None
+
+
+def test_the_diagnosis_names_the_first_rank_and_its_phase() -> None:
+    log = parse_log_text(TORN_DOWN)
+    assert log.rank == 3 and log.phase == "first_batch"
+    d = diagnose(facts_of(log=log))
+    texts = " | ".join(f.text["en"] for f in d.findings)
+    assert "rank3 ran out of memory first" in texts and "torn down" in texts
+
+
+def test_a_folder_of_per_node_logs_is_one_run(tmp_path: Path) -> None:
+    (tmp_path / "node0.log").write_text(
+        "[rank0]: {'loss': 1.9, 'epoch': 0.1}\n[rank0]: Received SIGTERM, shutting down\n", encoding="utf-8"
+    )
+    (tmp_path / "node1.log").write_text(
+        "[rank8]: Traceback (most recent call last):\n"
+        '[rank8]:   File "/site-packages/transformers/trainer.py", line 3675, in training_step\n'
+        "[rank8]:     loss = self.compute_loss(model, inputs)\n"
+        f"[rank8]: {OOM.format(gpu=0)}\n",
+        encoding="utf-8",
+    )
+    log = read_run_log(tmp_path)
+    assert log.oom and log.rank == 8
+    assert log.ranks.first == "node1/rank8" and log.ranks.torn_down == ("node0/rank0",)
