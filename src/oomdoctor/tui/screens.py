@@ -134,9 +134,9 @@ class PickerScreen(DoctorScreen):
             yield Button("", id="picker-demo", variant="primary")
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         super().on_mount()
-        await self.refresh_view()
+        self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
         session = self.doctor.session
@@ -260,9 +260,9 @@ class MainScreen(DoctorScreen):
             yield ProgressBar(id="measure-bar", show_eta=False)
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         super().on_mount()
-        await self.refresh_view()
+        self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
         session = self.doctor.session

@@ -201,7 +201,7 @@ def _after_mib(effect: Any) -> float | None:
 
 def entry_from_disk(change: SavedChange) -> HistoryEntry:
     """A change folder an earlier session wrote, with the outcome and peak of its latest trial."""
-    import json
+    from oomdoctor.discover import read_small_json
 
     record = change.record
     entry = HistoryEntry(
@@ -217,9 +217,8 @@ def entry_from_disk(change: SavedChange) -> HistoryEntry:
         estimate_mib=_after_mib(record.get("effect")),
     )
     for trial in reversed(change.trials):
-        try:
-            result = json.loads((trial / "result.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        result = read_small_json(trial / "result.json")
+        if result is None:
             continue
         outcome = str(result.get("outcome") or "failed")
         entry.outcome = {"ok": "passed", "timed_out": "timeout"}.get(outcome, outcome)
@@ -313,8 +312,8 @@ class TrialFeed:
         progress = self.progress
         if progress is None or not progress.steps_done or not progress.total_steps:
             return None
-        left = max(0, progress.total_steps - progress.steps_done)
-        return progress.elapsed_s / progress.steps_done * left
+        left = max(0, int(progress.total_steps) - int(progress.steps_done))
+        return float(progress.elapsed_s) / int(progress.steps_done) * left
 
     def drain_lines(self) -> list[str]:
         with self._lock:
@@ -338,7 +337,8 @@ class TrialFeed:
             return "running"
         if self.result is None:
             return "failed"
-        return {"ok": "passed", "timed_out": "timeout"}.get(self.result.outcome, self.result.outcome)
+        outcome = str(self.result.outcome)
+        return {"ok": "passed", "timed_out": "timeout"}.get(outcome, outcome)
 
     @property
     def failed(self) -> bool:

@@ -80,9 +80,9 @@ class TrialScreen(DoctorScreen):
             yield Static(id="trial-log-text")
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         super().on_mount()
-        await self.refresh_view()
+        self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
         self.update_from_feed(full=True)
