@@ -143,7 +143,11 @@ def facts_rows(
         run = facts.derived if facts is not None else None
         several = run is not None and (run.processes_at_least or 1) > 1
         # the run's size as assembled: a world size nobody stated shows as its lower bound
-        gpus = run.world_size if run is not None and run.world_size else f"≥{run.processes_at_least if run else 1}"
+        gpus = (
+            run.world_size
+            if run is not None and run.world_size
+            else f"≥{run.processes_at_least if run else 1}"
+        )
         effective = run.effective_batch if run is not None and run.effective_batch is not None else "?"
         rows.append(
             (
@@ -241,10 +245,32 @@ def facts_rows(
             band=nvidia_smi_band(est.expected_nvidia_smi_mib, card_mib, lang),
             term=term_name(est.dominant_term, lang),
         )
+        ran_out = diagnosis is not None and diagnosis.oom
         if est.fits is not None:
-            value += aside(t("facts_fits" if est.fits else "facts_does_not_fit", lang), lang)
+            # "fits" under an out-of-memory banner would contradict it: say why the two differ
+            key = (
+                "facts_fits_yet_ran_out"
+                if est.fits and ran_out
+                else "facts_fits"
+                if est.fits
+                else "facts_does_not_fit"
+            )
+            value += aside(t(key, lang), lang)
         rows.append((t("facts_estimate", lang), value))
+        assumed = estimate_assumption(est, facts, lang)
+        if assumed:
+            rows.append((t("facts_estimate_assumed_label", lang), assumed))
     return rows
+
+
+def estimate_assumption(est: Any, facts: Facts | None, lang: Lang) -> str | None:
+    """What the estimate took for the sequence length when the real lengths are unknown: every sample
+    padded to cutoff_len (press m to measure)."""
+    if getattr(est, "padded_len_source", None) != "cutoff_len":
+        return None
+    can_measure = facts is not None and facts.config is not None
+    key = "facts_estimate_assumed_measure" if can_measure else "facts_estimate_assumed"
+    return t(key, lang, cutoff=est.padded_len)
 
 
 def nvidia_smi_band(band_mib: tuple[float, float], card_mib: float | None, lang: Lang) -> str:

@@ -440,6 +440,20 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "It failed, but not for memory: {error}",
         "zh": "失败了,但不是显存问题:{error}",
     },
+    "facts_fits_yet_ran_out": {
+        "en": "fits by this estimate, yet the run ran out: its failing step had longer samples than "
+        "assumed, or the allocator's fragments took the rest",
+        "zh": "按此估算放得下,但运行确实溢出了:失败那一步的样本比假设更长,或分配器的碎片占去了余量",
+    },
+    "facts_estimate_assumed_label": {"en": "Assumed", "zh": "估算假设"},
+    "facts_estimate_assumed_measure": {
+        "en": "every sample padded to cutoff_len {cutoff}: press m to measure the real lengths",
+        "zh": "每条样本都补齐到 cutoff_len {cutoff}:按 m 统计真实长度",
+    },
+    "facts_estimate_assumed": {
+        "en": "every sample padded to cutoff_len {cutoff} (the real lengths are unknown)",
+        "zh": "每条样本都补齐到 cutoff_len {cutoff}(真实长度未知)",
+    },
     # (end of tui)
 
     # --- messages added by the facts work (keep each group together) ---
