@@ -273,7 +273,10 @@ def test_demo_walked_in_a_jupyterlab_terminal(terminal: Terminal) -> None:
     terminal.click_text("Proposal")
     terminal.wait_for("Proposal 1 of")
 
-    terminal.press("t")  # the short trial, live
+    terminal.press("t")  # the short trial: how many steps, and the probe switch
+    terminal.wait_for("How many optimizer steps", "Probe")
+    terminal.click_text("Probe:")  # a click: back to the first steps as they come (no tokenizer here)
+    terminal.click_text("Start")
     terminal.wait_for("Short trial of trials/01-", "Step ", "1st update")
     terminal.shot("trial")
     text = terminal.wait_for("Finished", timeout_ms=40_000)
@@ -287,6 +290,9 @@ def test_demo_walked_in_a_jupyterlab_terminal(terminal: Terminal) -> None:
     terminal.press("Enter")
     terminal.wait_for("Written to trials/02-")
     terminal.press("t")
+    terminal.wait_for("How many optimizer steps")
+    terminal.click_text("Probe:")
+    terminal.click_text("Start")
     text = terminal.wait_for("Finished", "Trials compared", timeout_ms=40_000)
     assert "01-" in text and "02-" in text  # both trials side by side
     terminal.shot("compare")

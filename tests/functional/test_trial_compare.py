@@ -52,7 +52,7 @@ async def _open(app: OomDoctorApp, pilot: Any, user_dir: Path, gpu_source: Any) 
 
 
 async def _apply_and_try(app: OomDoctorApp, pilot: Any) -> None:
-    for key in ("a", "enter", "t"):
+    for key in ("a", "enter", "t", "enter"):
         await pilot.press(key)
         await settle(app, pilot)
 

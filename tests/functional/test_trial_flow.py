@@ -38,7 +38,7 @@ async def _apply_and_start_trial(app: OomDoctorApp, pilot: Any, user_dir: Path, 
     await pilot.press("enter")
     await app.workers.wait_for_complete()
     await pilot.pause()
-    await pilot.press("t")
+    await pilot.press("t", "enter")
     await pilot.pause()
 
 
@@ -145,7 +145,7 @@ async def test_failed_trial_goes_back_to_proposals_and_the_next_change_compares(
         second = app.session.history[1]
         assert second.folder.name.startswith("02-") and second.parent == str(trial)
         assert json.loads((second.folder / "change.json").read_text(encoding="utf-8"))["parent"] == str(trial)
-        await pilot.press("t")
+        await pilot.press("t", "enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.pause()
@@ -225,7 +225,7 @@ async def test_real_trial_live_steps_move_against_the_card_and_stop_ends_it(
             await asyncio.sleep(0.05)
             await pilot.pause()
             line = next((ln.strip() for ln in screen_text(app).splitlines() if "Step " in ln), "")
-            if line.startswith("Step ") and " of 200" in line:
+            if line.startswith("Step ") and " of 100" in line:  # the schedule: eval every 100 steps
                 steps_seen.add(line.split("·")[0].strip())
             if len(steps_seen) >= 3:
                 break

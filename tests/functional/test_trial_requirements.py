@@ -99,6 +99,7 @@ async def test_a_trial_failing_for_another_reason_says_what_failed(user_dir: Pat
                     scan_at_start=False, trial_steps=3)  # fmt: skip
     async with app.run_test(size=(80, 24)) as pilot:
         await _apply_and_try(app, pilot, user_dir, gpu_source, halve_batch_proposal())
+        await pilot.press("enter")  # the steps dialog: the default
         await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.pause()

@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import (
     Button,
+    Checkbox,
     DataTable,
     Footer,
     Input,
@@ -396,7 +397,7 @@ class MainScreen(DoctorScreen):
         if session.patch is not None:
             entry = session.entry_for(session.patch.folder)
             if entry is not None:
-                self.doctor.start_trial(entry)
+                self.doctor.ask_trial(entry)
 
     def action_runs(self) -> None:
         self.doctor.show_picker()
@@ -551,6 +552,61 @@ class ExplainScreen(DoctorModal):
 
     @on(Button.Pressed, "#explain-close")
     def _close(self) -> None:
+        self.dismiss(None)
+
+
+class TrialStepsScreen(DoctorModal):
+    """Before a trial: how many optimizer steps (the run's schedule gives the default), and the probe
+    switch (the longest samples first, so one step meets the worst batch; off: the first steps as they
+    come). b and Backspace edit the number here: Esc or Cancel close it."""
+
+    BINDINGS = [Binding("escape", "close", "Close", id="close", tooltip="Close this window")]
+
+    def __init__(self, default_steps: int, *, probe: bool) -> None:
+        super().__init__()
+        self.default_steps = default_steps
+        self.probe = probe
+
+    def compose(self) -> ComposeResult:
+        from oomdoctor.trial.probe import DEFAULT_PROBE_STEPS
+
+        lang = self.lang
+        with Vertical(id="steps-dialog", classes="dialog"):
+            yield Static(Text(t("steps_title", lang), style="bold"))
+            yield Static(t("steps_question", lang, default=self.default_steps))
+            steps = DEFAULT_PROBE_STEPS if self.probe else self.default_steps
+            yield Input(str(steps), id="steps-input", restrict=r"[0-9]*", type="integer")
+            yield Checkbox(t("steps_probe", lang), value=self.probe, id="steps-probe")
+            yield Static(Text(t("steps_probe_hint", lang), style="dim"))
+            yield Static(id="steps-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(t("steps_start", lang), id="steps-start", variant="primary")
+                yield Button(t("apply_cancel", lang), id="steps-cancel")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#steps-input", Input).focus()
+
+    @on(Checkbox.Changed, "#steps-probe")
+    def _probe_changed(self, event: Checkbox.Changed) -> None:
+        from oomdoctor.trial.probe import DEFAULT_PROBE_STEPS
+
+        self.query_one("#steps-input", Input).value = str(
+            DEFAULT_PROBE_STEPS if event.value else self.default_steps
+        )
+
+    @on(Input.Submitted, "#steps-input")
+    @on(Button.Pressed, "#steps-start")
+    def _start(self) -> None:
+        raw = self.query_one("#steps-input", Input).value.strip()
+        if not raw.isdigit() or int(raw) < 1:
+            self.query_one("#steps-error", Static).update(Text(t("steps_bad", self.lang), style="red"))
+            return
+        self.dismiss((int(raw), self.query_one("#steps-probe", Checkbox).value))
+
+    @on(Button.Pressed, "#steps-cancel")
+    def _cancel(self) -> None:
         self.dismiss(None)
 
 

@@ -276,6 +276,9 @@ class TrialFeed:
         self.comparison: Any = None  # oomdoctor.trial.Comparison
         self.error: str | None = None
         self.failure: str | None = None  # a trial that failed for another reason: its log's last error
+        self.steps = 0  # optimizer steps asked for
+        self.probe = False  # the longest samples first (run_trial(probe=True))
+        self.probe_note: str | None = None  # why the probe could not run here
         # Where the first update, the first validation and the first save happened (sampler seconds), and
         # the phase the log says is running now: the chart marks them.
         self.marks: dict[str, float] = {}

@@ -454,6 +454,25 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "every sample padded to cutoff_len {cutoff} (the real lengths are unknown)",
         "zh": "每条样本都补齐到 cutoff_len {cutoff}(真实长度未知)",
     },
+    "steps_title": {"en": "A short trial", "zh": "短时试跑"},
+    "steps_question": {
+        "en": "How many optimizer steps? The run's schedule reaches its first validation or save by step "
+        "{default}; the trial moves both to its last step, so each is passed once.",
+        "zh": "试跑多少个优化步?按原配置的计划,第 {default} 步前会到第一次验证或保存;"
+        "试跑会把两者都挪到最后一步,各经历一次。",
+    },
+    "steps_probe": {"en": "Probe: longest samples first", "zh": "探测:最长样本排在最前"},
+    "steps_probe_hint": {
+        "en": "On: one step meets the worst batch, the first update, a validation and a save. Off: the first "
+        "steps as they come.",
+        "zh": "开启:一步就遇到最坏批次、第一次更新、一次验证和一次保存。关闭:按原顺序跑前几步。",
+    },
+    "steps_start": {"en": "Start", "zh": "开始"},
+    "steps_bad": {"en": "A whole number of at least 1, please.", "zh": "请输入不小于 1 的整数。"},
+    "trial_probe_fallback": {
+        "en": "[oomdoctor] no probe here ({reason}): the first steps as they come instead",
+        "zh": "[oomdoctor] 这里无法探测({reason}):改为按原顺序跑前几步",
+    },
     # (end of tui)
 
     # --- messages added by the facts work (keep each group together) ---
