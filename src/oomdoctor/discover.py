@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # What a LLaMA-Factory training config always holds; a YAML without it is someone else's file.
 CONFIG_MARKER_KEYS: tuple[str, ...] = ("model_name_or_path",)
@@ -291,13 +292,8 @@ def trial_origin(config: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     result = path.parent / TRIAL_RESULT_NAME
     if not result.is_file():
         return path, None
-    import json
-
-    try:
-        record = json.loads(result.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return path, path.parent
-    source = record.get("source_config") if isinstance(record, dict) else None
+    record = read_small_json(result)  # bounded: a hostile result.json cannot exhaust the reader
+    source = record.get("source_config") if record is not None else None
     if isinstance(source, str) and Path(source).is_file():
         return Path(source), path.parent
     return path, path.parent
@@ -309,6 +305,7 @@ def trial_origin(config: str | os.PathLike[str]) -> tuple[Path, Path | None]:
 SESSION_NAME = "session.json"
 LENGTHS_NAME = "lengths.json"
 CHANGE_NAME = "change.json"
+JSON_MAX_BYTES = 4 * 1024**2  # change.json, result.json and session.json are a few KiB
 
 
 @dataclass(frozen=True)
@@ -317,7 +314,7 @@ class SavedChange:
 
     folder: Path
     config: Path
-    record: dict
+    record: dict[str, Any]
     trials: list[Path]
 
     @property
@@ -336,14 +333,17 @@ class SavedSession:
     changes: list[SavedChange]
 
 
-def _read_json(path: Path) -> dict | None:
-    import json
+def read_small_json(path: Path) -> dict[str, Any] | None:
+    """A small JSON object we wrote (bounded: a hostile file cannot exhaust the reader), or None."""
+    from oomdoctor.errors import BadInput
+    from oomdoctor.inputs import read_json_object
 
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if not path.is_file():
         return None
-    return loaded if isinstance(loaded, dict) else None
+    try:
+        return read_json_object(path, what=path.name, max_bytes=JSON_MAX_BYTES)
+    except BadInput:
+        return None
 
 
 def _existing(value: object) -> Path | None:
@@ -370,7 +370,7 @@ def saved_changes(root: str | os.PathLike[str]) -> list[SavedChange]:
     found: list[tuple[int, SavedChange]] = []
     for entry in trials.iterdir():
         m = _TRIAL_NUMBER.match(entry.name)
-        record = _read_json(entry / CHANGE_NAME) if m and entry.is_dir() else None
+        record = read_small_json(entry / CHANGE_NAME) if m and entry.is_dir() else None
         if m is None or record is None or _TRIAL_RUN_NAME.search(entry.name):
             continue  # not a change folder (a trial run holds a copy of its change.json)
         found.append(
@@ -383,7 +383,7 @@ def read_saved_session(root: str | os.PathLike[str]) -> SavedSession | None:
     """The session an earlier ``oomdoctor`` left in ``<root>/trials``, or None when there is none (or the
     run it names is gone)."""
     trials = Path(root) / TRIALS_DIR_NAME
-    record = _read_json(trials / SESSION_NAME)
+    record = read_small_json(trials / SESSION_NAME)
     if record is None:
         return None
     config, log = _existing(record.get("config")), _existing(record.get("log"))
@@ -409,7 +409,7 @@ def save_session(root: str | os.PathLike[str], config: Path | None, log: Path | 
     return path
 
 
-def save_lengths(root: str | os.PathLike[str], lengths: dict) -> Path:
+def save_lengths(root: str | os.PathLike[str], lengths: dict[str, Any]) -> Path:
     """Keep measured lengths in ``<root>/trials/lengths.json`` (what ``oomdoctor lengths --json`` prints,
     readable with ``--lengths``), so a later session does not tokenize again."""
     import json

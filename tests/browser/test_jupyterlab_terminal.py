@@ -108,6 +108,7 @@ def _terminal_env(tmp: Path) -> dict[str, str]:
         LANG="C.UTF-8",
         LC_ALL="C.UTF-8",
         FAKE_STEP_S="0.4",  # the stand-in's seconds per step: the live panels are on screen a while
+        FAKE_CHILD_MB="400",  # and it holds some memory, so the chart has a line to draw
         HF_HUB_OFFLINE="1",
     )
     return env
@@ -268,12 +269,15 @@ def test_demo_walked_in_a_jupyterlab_terminal(terminal: Terminal) -> None:
     terminal.wait_for("a Apply", "t Trial")
 
     terminal.click_text("History")  # a click on the tab: the change written
-    terminal.wait_for("trials/01-", "written")
+    terminal.wait_for("01-halve_micro_batch", "written", "Run that failed")
     terminal.click_text("Proposal")
     terminal.wait_for("Proposal 1 of")
 
-    terminal.press("t")  # the short trial, live
-    terminal.wait_for("Short trial of trials/01-", "Step ")
+    terminal.press("t")  # the short trial: how many steps, and the probe switch
+    terminal.wait_for("How many optimizer steps", "Probe")
+    terminal.click_text("Probe:")  # a click: back to the first steps as they come (no tokenizer here)
+    terminal.click_text("Start")
+    terminal.wait_for("Short trial of trials/01-", "Step ", "1st update")
     terminal.shot("trial")
     text = terminal.wait_for("Finished", timeout_ms=40_000)
     terminal.press("b")  # back, no Esc
@@ -286,6 +290,9 @@ def test_demo_walked_in_a_jupyterlab_terminal(terminal: Terminal) -> None:
     terminal.press("Enter")
     terminal.wait_for("Written to trials/02-")
     terminal.press("t")
+    terminal.wait_for("How many optimizer steps")
+    terminal.click_text("Probe:")
+    terminal.click_text("Start")
     text = terminal.wait_for("Finished", "Trials compared", timeout_ms=40_000)
     assert "01-" in text and "02-" in text  # both trials side by side
     terminal.shot("compare")

@@ -113,7 +113,7 @@ async def test_every_dialog_and_back_works_without_esc(user_dir: Path, gpu_sourc
         await pilot.press(key)
         await pilot.pause()
         assert isinstance(app.screen, MainScreen)
-        await pilot.press("t")
+        await pilot.press("t", "enter")  # the steps dialog: Enter takes the default
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert isinstance(app.screen, TrialScreen) and "b Back" in screen_text(app)

@@ -51,7 +51,7 @@ async def _first_session(user_dir: Path, gpu_source: Any, monkeypatch: pytest.Mo
     app = _app(user_dir, gpu_source, scan_at_start=False)
     async with app.run_test(size=(80, 24)) as pilot:
         await show_diagnosis(app, pilot, make_facts(config, gpu_source), make_diagnosis(), config, log)
-        for key in ("a", "enter", "t", "d", "a", "enter"):
+        for key in ("a", "enter", "t", "enter", "d", "a", "enter"):
             await pilot.press(key)
             await settle(app, pilot)
 
@@ -103,12 +103,14 @@ async def test_reopening_shows_the_failed_run_its_changes_trials_and_lengths(
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
-async def test_history_is_never_cut(user_dir: Path, gpu_source: Any, lang: str, size: tuple[int, int]) -> None:
+async def test_history_is_never_cut(
+    user_dir: Path, gpu_source: Any, lang: str, size: tuple[int, int]
+) -> None:
     app = _app(user_dir, gpu_source, lang, scan_at_start=False)
     config, log = user_dir / "configs/qwen3_lora.yaml", user_dir / "qwen3_lora.log"
     async with app.run_test(size=size) as pilot:
         await show_diagnosis(app, pilot, make_facts(config, gpu_source), make_diagnosis(), config, log)
-        for key in ("a", "enter", "t", "b", "h"):
+        for key in ("a", "enter", "t", "enter", "b", "h"):
             await pilot.press(key)
             await settle(app, pilot)
         text = screen_text(app).replace("\n", " ")

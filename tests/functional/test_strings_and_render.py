@@ -16,7 +16,7 @@ from oomdoctor.tui.strings import TEXTS, t
 
 TUI_SOURCES = Path(render.__file__).parent
 # Keys looked up by a computed name: f"key_{binding.id}", f"tab_{pane}", f"phase_{phase}", ...
-DYNAMIC_PREFIXES = ("key_", "tab_", "phase_", "cause_", "term_", "outcome_")
+DYNAMIC_PREFIXES = ("key_", "tab_", "phase_", "cause_", "term_", "outcome_", "trial_phase_", "chart_")
 
 
 def _fields(text: str) -> set[str]:

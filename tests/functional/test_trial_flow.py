@@ -38,7 +38,7 @@ async def _apply_and_start_trial(app: OomDoctorApp, pilot: Any, user_dir: Path, 
     await pilot.press("enter")
     await app.workers.wait_for_complete()
     await pilot.pause()
-    await pilot.press("t")
+    await pilot.press("t", "enter")
     await pilot.pause()
 
 
@@ -91,11 +91,15 @@ async def test_samples_are_coalesced_not_queued(user_dir: Path, gpu_source: Any)
         screen = app.screen
         assert isinstance(screen, TrialScreen)
         chart = screen.query_one("#trial-memory")
-        assert chart.values == [1200.0, 9800.0, 17600.0, 18400.0, 18100.0]
-        assert chart.ceiling == 32768.0  # drawn against the card's total
+        assert chart.series["0"][1] == [v / 1024 for v in (1200.0, 9800.0, 17600.0, 18400.0, 18100.0)]
+        assert chart.limit_gib == 32.0  # drawn in GiB against the card's total
+        assert chart.estimate_gib == 18400.0 / 1024  # the proposal's estimated peak after the change
+        assert chart.peak_gib == 18400.0 / 1024
         text = screen_text(app)
         assert "Memory 17.68 GiB of 32.00 GiB" in text
+        assert "card limit" in text and "Estimate 17.97 GiB" in text  # the legend beside the chart
         assert "Step 3 of 50" in text  # the default short trial, as `oomdoctor trial`
+        assert "about 63 s left" in text  # 4 s for 3 steps, 47 to go
         assert "s Stop" in text
         await pilot.press("s")  # stop: the trial's own process group only
         await app.workers.wait_for_complete()
@@ -141,7 +145,7 @@ async def test_failed_trial_goes_back_to_proposals_and_the_next_change_compares(
         second = app.session.history[1]
         assert second.folder.name.startswith("02-") and second.parent == str(trial)
         assert json.loads((second.folder / "change.json").read_text(encoding="utf-8"))["parent"] == str(trial)
-        await pilot.press("t")
+        await pilot.press("t", "enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.pause()
@@ -221,24 +225,73 @@ async def test_real_trial_live_steps_move_against_the_card_and_stop_ends_it(
             await asyncio.sleep(0.05)
             await pilot.pause()
             line = next((ln.strip() for ln in screen_text(app).splitlines() if "Step " in ln), "")
-            if line.startswith("Step ") and " of 200" in line:
+            if line.startswith("Step ") and " of 100" in line:  # the schedule: eval every 100 steps
                 steps_seen.add(line.split("·")[0].strip())
             if len(steps_seen) >= 3:
                 break
         assert len(steps_seen) >= 3, steps_seen  # the counter moves while the trial runs
         chart = screen.query_one("#trial-memory")
-        assert chart.ceiling == 32768.0 and chart.values  # the card's total is the scale
+        assert chart.limit_gib == 32.0 and chart.series["0"][0]  # the card's total is the scale
         assert "of 32.00 GiB" in screen_text(app)
-        assert screen.query_one("#trial-log").lines  # the tail shows the launcher's output
+        assert screen.feed.all_lines  # the tail shows the launcher's output
         await pilot.press("s")
         await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.pause()
         text = screen_text(app)
-        log = screen.query_one("#trial-log")
-        # the panels gave way to the result: the log's end (where a failure shows) is still in view
-        assert log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y
+        # the folded log shows its end, where a failure shows
+        from oomdoctor.tui.trial_screen import fold_progress_bars
+
+        last = fold_progress_bars(list(screen.feed.all_lines))[-1].strip()
+        assert last and last[:40] in text
     trial = user_dir / "trials/01-halve_micro_batch-trial"
     result = json.loads((trial / "result.json").read_text(encoding="utf-8"))
     assert result["outcome"] == "stopped" and result["steps_done"] < 200
     assert "Finished: trial stopped" in text and app.session.history[0].outcome == "stopped"
+
+
+async def test_charts_stay_after_the_trial_with_its_phases_marked_and_the_log_folded(
+    user_dir: Path, gpu_source: Any
+) -> None:
+    """The real runner and the stand-in launcher (it evaluates and saves): the chart marks the first update,
+    validation and save, stays on screen when the trial ends, and the log shows a few lines until o."""
+    from oomdoctor.trial.runner import run_trial
+
+    launcher = functools.partial(
+        run_trial, launcher=f"{sys.executable} {FAKE_LAUNCHER}", timeout_s=60, grace_s=2
+    )
+    app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
+                    scan_at_start=False, trial_steps=3)  # fmt: skip
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, TrialScreen) and screen.feed.done
+        assert screen.query_one("#trial-live").display  # the charts stay
+        chart = screen.query_one("#trial-memory")
+        assert {"update", "eval", "save"} <= set(chart.marks)
+        assert chart.marks["update"] <= chart.marks["eval"] <= chart.marks["save"]
+        text = screen_text(app)
+        assert "1st update" in text and "validation" in text and "save" in text  # the marks' legend
+        assert "Finished: trial passed" in text
+        log = screen.query_one("#trial-log")
+        folded = log.size.height
+        assert folded <= 4 and "o unfolds" in (log.border_title or "")
+        await pilot.press("o")
+        await pilot.pause()
+        assert log.size.height > folded and "o folds" in (log.border_title or "")
+
+
+def test_a_redrawn_progress_bar_is_shown_once() -> None:
+    from oomdoctor.tui.trial_screen import fold_progress_bars
+
+    lines = [
+        "***** Running training *****",
+        " 33%|###       | 1/3 [00:01<00:02,  1.00it/s]",
+        " 67%|######    | 2/3 [00:02<00:01,  1.00it/s]",
+        "{'loss': 2.1}",
+        "100%|##########| 3/3 [00:03<00:00,  1.00it/s]",
+    ]
+    assert fold_progress_bars(lines) == [lines[0], lines[2], lines[3], lines[4]]

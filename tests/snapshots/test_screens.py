@@ -137,16 +137,25 @@ def test_command_dialog(snap_compare: Any, user_dir: Path, gpu_source: Any, lang
 
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("lang", LANGS)
+def test_trial_steps_dialog(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
+    """Key t: how many steps (the schedule's default) and the probe switch, on as with the real runner."""
+    app = _app(user_dir, gpu_source, lang)
+    app.probe_supported = True
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["a", "enter", "t"]))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", LANGS)
 def test_trial_finished(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
     app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
-    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["a", "enter", "t"]))
+    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["a", "enter", "t", "enter"]))
 
 
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("lang", LANGS)
 def test_history(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
     app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
-    keys = ["a", "enter", "t", "b", "h"]  # b: back without Esc (a browser terminal keeps Esc for itself)
+    keys = ["a", "enter", "t", "enter", "b", "h"]  # b: back without Esc (a browser terminal keeps Esc for itself)
     assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, keys))
 
 
@@ -157,7 +166,7 @@ def test_trial_running(snap_compare: Any, user_dir: Path, gpu_source: Any, lang:
     launcher = ScriptedTrial(outcome="ok", wait_for_stop=True, hold_s=3.0)
 
     async def start_trial(pilot: Any) -> None:
-        await pilot.press("t")
+        await pilot.press("t", "enter")
         assert launcher.started.wait(10)
         await pilot.pause()
         await pilot.pause()
@@ -210,5 +219,5 @@ def test_measuring_lengths(
 def test_trials_compared(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
     """Change, try, still failing, diagnose the trial, change again, try: the two trials side by side."""
     app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
-    keys = ["a", "enter", "t", "d", "a", "enter", "t"]
+    keys = ["a", "enter", "t", "enter", "d", "a", "enter", "t", "enter"]
     assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, keys))

@@ -45,6 +45,48 @@ TrialLauncher = Callable[..., Any]
 Clock = Callable[[], float]
 
 
+def schedule_steps(facts: Facts | None, default: int) -> int:
+    """A short trial's default length: as many steps as the run needed to reach its first validation or
+    save (the trial moves both to its last step), at most ``default``."""
+    config = facts.config if facts is not None else None
+    marks = [
+        int(v)
+        for v in ((config.eval_steps if config.do_eval else None), config.save_steps)
+        if isinstance(v, int | float) and v >= 1
+    ] if config is not None else []  # fmt: skip
+    return max(1, min([default, *marks]))
+
+
+def last_error(log: Path) -> str | None:
+    """What a trial that failed for another reason than memory died of: the log's last error line."""
+    from oomdoctor.facts.log import read_log
+
+    try:
+        facts = read_log(log)
+    except BadInput:
+        return None
+    return facts.other_error or facts.error_line
+
+
+def missing_packages(rule_id: str) -> list[str]:
+    """The packages the rule's change needs (its ``requires``) that this Python cannot find."""
+    import importlib.util
+
+    from oomdoctor.rules.loader import load_rules
+
+    try:
+        rules = load_rules()
+    except Exception:  # a broken rule set is reported where it is loaded; nothing to check here
+        return []
+    if rule_id not in rules.by_id:
+        return []
+    return [
+        req.package
+        for req in rules.get(rule_id).requires
+        if importlib.util.find_spec(req.module.split(".")[0]) is None
+    ]
+
+
 class MeasuringStopped(Exception):
     """Raised inside the lengths worker's progress callback once the worker is cancelled: the only point
     where LLaMA-Factory's tokenizing loop hands control back to us."""
@@ -130,6 +172,7 @@ class OomDoctorApp(App[int]):
         clock: Clock = time.monotonic,
         trial_steps: int = 20,
         scan_at_start: bool = False,
+        launcher_program: str | None = None,
     ) -> None:
         super().__init__()
         self.session = session
@@ -138,6 +181,10 @@ class OomDoctorApp(App[int]):
         self.clock = clock
         self.trial_steps = trial_steps
         self.scan_at_start = scan_at_start
+        # The program the trial launcher starts (llamafactory-cli), checked before a trial; None for a
+        # launcher that starts none (tests).
+        self.launcher_program = launcher_program
+        self.probe_supported = launcher_program is not None  # run_trial(probe=True); test launchers: off
         self.trial_feed: TrialFeed | None = None
         self.trial_stop: threading.Event | None = None
         # One tokenizing run at a time, even when a cancelled one has not reached its next check yet.
@@ -165,7 +212,9 @@ class OomDoctorApp(App[int]):
             self.push_screen(PickerScreen())
         self.scan_runs(at_start=False)
 
-    def open_run(self, config: Path | None, log: Path | None, *, is_demo: bool = False, watch: bool = True) -> None:
+    def open_run(
+        self, config: Path | None, log: Path | None, *, is_demo: bool = False, watch: bool = True
+    ) -> None:
         if watch and not is_demo and config is not None:
             from oomdoctor.watch import run_is_live
 
@@ -307,17 +356,20 @@ class OomDoctorApp(App[int]):
             feed.set_progress(progress)
             self.post_message(self.TrialLogGrew())
 
-        result = self.trial_launcher(
-            entry.config_path,
-            steps=self.trial_steps,
-            out_dir=feed.out_dir,
-            source=self.gpu_source,
-            on_sample=on_sample,
-            on_line=on_line,
-            on_progress=on_progress,
-            stop=stop,
-            cwd=entry.run_dir,
-        )
+        launch = dict(out_dir=feed.out_dir, source=self.gpu_source, on_sample=on_sample, on_line=on_line,
+                      on_progress=on_progress, stop=stop, cwd=entry.run_dir)  # fmt: skip
+        if feed.probe:
+            try:
+                result = self.trial_launcher(entry.config_path, steps=feed.steps, probe=True, **launch)
+            except BadInput as err:  # no probe here (data not local, no tokenizer): the plain trial instead
+                feed.probe_note = in_lang(err, self.session.lang)
+                feed.probe, feed.steps = False, self.trial_steps
+                on_line(t("trial_probe_fallback", self.session.lang, reason=feed.probe_note))
+                result = self.trial_launcher(entry.config_path, steps=feed.steps, **launch)
+        else:
+            result = self.trial_launcher(entry.config_path, steps=feed.steps, **launch)
+        if getattr(result, "outcome", None) == "failed":
+            feed.failure = last_error(feed.out_dir / "train.log")
         # Every trial of this run side by side (oldest first); one that wrote no result.json (it could not
         # start) is left out, and the result line says why.
         dirs = self.session.trial_dirs()
@@ -326,20 +378,60 @@ class OomDoctorApp(App[int]):
         comparison = compare_run_trials(dirs) if (feed.out_dir / "result.json").is_file() else None
         self.post_message(self.TrialFinished(feed, result, comparison))
 
-    def start_trial(self, entry: HistoryEntry) -> None:
+    def ask_trial(self, entry: HistoryEntry) -> None:
+        """Key t: how many steps, and whether to probe (longest samples first), then the trial."""
+        from oomdoctor.tui.screens import TrialStepsScreen
+
+        if self.trial_feed is not None and not self.trial_feed.done:
+            return
+        blocker = self.trial_blocker(entry)
+        if blocker is not None:  # it cannot work: say what to install instead of failing on the import
+            self.push_screen(ErrorScreen(blocker, title=t("trial_blocked_title", self.session.lang)))
+            return
+        default = schedule_steps(self.session.facts, self.trial_steps)
+
+        def chosen(answer: object) -> None:
+            if isinstance(answer, tuple):
+                steps, probe = answer
+                self.start_trial(entry, steps=int(steps), probe=bool(probe))
+
+        self.push_screen(TrialStepsScreen(default, probe=self.probe_supported), chosen)
+
+    def start_trial(self, entry: HistoryEntry, *, steps: int | None = None, probe: bool = False) -> None:
         """A short trial of a written change, in a new folder inside it; one trial at a time."""
         from oomdoctor.discover import trial_run_folder
         from oomdoctor.tui.trial_screen import TrialScreen
 
         if self.trial_feed is not None and not self.trial_feed.done:
             return
+        blocker = self.trial_blocker(entry)
+        if blocker is not None:  # it cannot work: say what to install instead of failing on the import
+            self.push_screen(ErrorScreen(blocker, title=t("trial_blocked_title", self.session.lang)))
+            return
         feed = TrialFeed(entry, trial_run_folder(entry.folder), self.clock())
+        feed.steps, feed.probe = steps or self.trial_steps, probe
         stop = threading.Event()
         self.trial_feed, self.trial_stop = feed, stop
         entry.outcome = "running"
         entry.trial_dirs.append(feed.out_dir)
         self.push_screen(TrialScreen(feed))
         self.run_trial(feed, stop)
+
+    def trial_blocker(self, entry: HistoryEntry) -> str | None:
+        """Why a trial of this change cannot work here, in one message, or None: LLaMA-Factory's command
+        is missing, or the change needs a package that is not installed."""
+        lang = self.session.lang
+        if self.launcher_program is not None:
+            import os
+
+            from oomdoctor.trial.runner import resolve_program
+
+            if resolve_program(self.launcher_program, os.environ.get("PATH")) is None:
+                return t("trial_no_llamafactory", lang, program=self.launcher_program)
+        missing = missing_packages(entry.rule)
+        if missing:
+            return t("trial_missing_packages", lang, packages=", ".join(missing), pip=" ".join(missing))
+        return None
 
     def stop_trial(self) -> None:
         """Stop only the trial this app launched: the core stops its process group."""
@@ -465,6 +557,7 @@ class OomDoctorApp(App[int]):
                 command=result.command,
                 parent=event.parent,
                 run_dir=Path(result.run_dir) if result.run_dir is not None else None,
+                estimate_mib=proposal.effect.after_mib if proposal.effect is not None else None,
             )
         )
         await self.main_screen.refresh_view()

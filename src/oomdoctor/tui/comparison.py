@@ -83,13 +83,10 @@ def baseline_row(log: LogFacts | None, path: Path | None, lang: Lang) -> TrialRo
 
 def milestones_text(folder: str, lang: Lang) -> str:
     """``load ✓ update ✓ eval ✗`` from result.json's ``milestones`` (probe trials), else nothing."""
-    import json
+    from oomdoctor.discover import read_small_json
 
-    try:
-        record = json.loads((Path(folder) / "result.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return ""
-    items = record.get("milestones") if isinstance(record, dict) else None
+    record = read_small_json(Path(folder) / "result.json")
+    items = record.get("milestones") if record is not None else None
     if not isinstance(items, list):
         return ""
     marks = {True: "✓", False: "✗"}
@@ -271,9 +268,9 @@ class ComparisonScreen(DoctorScreen):
             yield Static(id="compare-body")
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         super().on_mount()
-        await self.refresh_view()
+        self.call_later(self.refresh_view)
         self.query_one("#compare-scroll", VerticalScroll).focus()
 
     async def refresh_view(self) -> None:

@@ -24,6 +24,8 @@ DEMO_LENGTHS = "demo/lengths.json"
 # there compare (compare_trials flags trials run for different step counts). The trial sets eval and save
 # steps to this number, so every phase is passed once.
 DEFAULT_TRIAL_STEPS = 50
+# What run_trial starts by default ("llamafactory-cli train"): checked before a trial from the app.
+LAUNCHER_PROGRAM = "llamafactory-cli"
 
 
 def demo_paths() -> tuple[Path, Path]:
@@ -62,10 +64,11 @@ def build_app(
         from oomdoctor.facts.gpu import NvmlSource
 
         gpu_source = NvmlSource()
+    launcher_program = None
     if trial_launcher is None:
         from oomdoctor.trial.runner import run_trial
 
-        trial_launcher = run_trial
+        trial_launcher, launcher_program = run_trial, LAUNCHER_PROGRAM
     session = Session(
         cwd=Path(cwd if cwd is not None else Path.cwd()).resolve(),
         lang=lang or default_lang(),
@@ -81,4 +84,5 @@ def build_app(
         clock=clock or time.monotonic,
         trial_steps=trial_steps,
         scan_at_start=scan_at_start,
+        launcher_program=launcher_program,
     )

@@ -29,6 +29,11 @@ def fmt_mib(mib: float | None, lang: Lang = "en") -> str:
     return f"{mib:.0f} MiB"
 
 
+def fmt_gib(mib: float | None, lang: Lang = "en") -> str:
+    """Always GiB (``0.41 GiB``): for a screen that shows every size in one unit."""
+    return t("value_na", lang) if mib is None else f"{mib / 1024:.2f} GiB"
+
+
 def fmt_count(n: int | None) -> str:
     """``596049920`` -> ``596M``; ``7615616512`` -> ``7.6B``."""
     if n is None:
@@ -138,7 +143,11 @@ def facts_rows(
         run = facts.derived if facts is not None else None
         several = run is not None and (run.processes_at_least or 1) > 1
         # the run's size as assembled: a world size nobody stated shows as its lower bound
-        gpus = run.world_size if run is not None and run.world_size else f"≥{run.processes_at_least if run else 1}"
+        gpus = (
+            run.world_size
+            if run is not None and run.world_size
+            else f"≥{run.processes_at_least if run else 1}"
+        )
         effective = run.effective_batch if run is not None and run.effective_batch is not None else "?"
         rows.append(
             (
@@ -236,10 +245,32 @@ def facts_rows(
             band=nvidia_smi_band(est.expected_nvidia_smi_mib, card_mib, lang),
             term=term_name(est.dominant_term, lang),
         )
+        ran_out = diagnosis is not None and diagnosis.oom
         if est.fits is not None:
-            value += aside(t("facts_fits" if est.fits else "facts_does_not_fit", lang), lang)
+            # "fits" under an out-of-memory banner would contradict it: say why the two differ
+            key = (
+                "facts_fits_yet_ran_out"
+                if est.fits and ran_out
+                else "facts_fits"
+                if est.fits
+                else "facts_does_not_fit"
+            )
+            value += aside(t(key, lang), lang)
         rows.append((t("facts_estimate", lang), value))
+        assumed = estimate_assumption(est, facts, lang)
+        if assumed:
+            rows.append((t("facts_estimate_assumed_label", lang), assumed))
     return rows
+
+
+def estimate_assumption(est: Any, facts: Facts | None, lang: Lang) -> str | None:
+    """What the estimate took for the sequence length when the real lengths are unknown: every sample
+    padded to cutoff_len (press m to measure)."""
+    if getattr(est, "padded_len_source", None) != "cutoff_len":
+        return None
+    can_measure = facts is not None and facts.config is not None
+    key = "facts_estimate_assumed_measure" if can_measure else "facts_estimate_assumed"
+    return t(key, lang, cutoff=est.padded_len)
 
 
 def nvidia_smi_band(band_mib: tuple[float, float], card_mib: float | None, lang: Lang) -> str:
@@ -369,6 +400,6 @@ def trial_outcome_line(feed: Any, lang: Lang) -> str:
         "trial_finished",
         lang,
         outcome=outcome,
-        peak=fmt_mib(feed.result.peak_memory_mib, lang),
+        peak=fmt_gib(feed.result.peak_memory_mib, lang),  # the trial screen's one unit
         wall=f"{wall:.0f}" if isinstance(wall, int | float) else "?",
     )

@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import (
     Button,
+    Checkbox,
     DataTable,
     Footer,
     Input,
@@ -134,9 +135,9 @@ class PickerScreen(DoctorScreen):
             yield Button("", id="picker-demo", variant="primary")
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         super().on_mount()
-        await self.refresh_view()
+        self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
         session = self.doctor.session
@@ -260,9 +261,9 @@ class MainScreen(DoctorScreen):
             yield ProgressBar(id="measure-bar", show_eta=False)
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         super().on_mount()
-        await self.refresh_view()
+        self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
         session = self.doctor.session
@@ -396,7 +397,7 @@ class MainScreen(DoctorScreen):
         if session.patch is not None:
             entry = session.entry_for(session.patch.folder)
             if entry is not None:
-                self.doctor.start_trial(entry)
+                self.doctor.ask_trial(entry)
 
     def action_runs(self) -> None:
         self.doctor.show_picker()
@@ -554,6 +555,61 @@ class ExplainScreen(DoctorModal):
         self.dismiss(None)
 
 
+class TrialStepsScreen(DoctorModal):
+    """Before a trial: how many optimizer steps (the run's schedule gives the default), and the probe
+    switch (the longest samples first, so one step meets the worst batch; off: the first steps as they
+    come). b and Backspace edit the number here: Esc or Cancel close it."""
+
+    BINDINGS = [Binding("escape", "close", "Close", id="close", tooltip="Close this window")]
+
+    def __init__(self, default_steps: int, *, probe: bool) -> None:
+        super().__init__()
+        self.default_steps = default_steps
+        self.probe = probe
+
+    def compose(self) -> ComposeResult:
+        from oomdoctor.trial.probe import DEFAULT_PROBE_STEPS
+
+        lang = self.lang
+        with Vertical(id="steps-dialog", classes="dialog"):
+            yield Static(Text(t("steps_title", lang), style="bold"))
+            yield Static(t("steps_question", lang, default=self.default_steps))
+            steps = DEFAULT_PROBE_STEPS if self.probe else self.default_steps
+            yield Input(str(steps), id="steps-input", restrict=r"[0-9]*", type="integer")
+            yield Checkbox(t("steps_probe", lang), value=self.probe, id="steps-probe")
+            yield Static(Text(t("steps_probe_hint", lang), style="dim"))
+            yield Static(id="steps-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(t("steps_start", lang), id="steps-start", variant="primary")
+                yield Button(t("apply_cancel", lang), id="steps-cancel")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#steps-input", Input).focus()
+
+    @on(Checkbox.Changed, "#steps-probe")
+    def _probe_changed(self, event: Checkbox.Changed) -> None:
+        from oomdoctor.trial.probe import DEFAULT_PROBE_STEPS
+
+        self.query_one("#steps-input", Input).value = str(
+            DEFAULT_PROBE_STEPS if event.value else self.default_steps
+        )
+
+    @on(Input.Submitted, "#steps-input")
+    @on(Button.Pressed, "#steps-start")
+    def _start(self) -> None:
+        raw = self.query_one("#steps-input", Input).value.strip()
+        if not raw.isdigit() or int(raw) < 1:
+            self.query_one("#steps-error", Static).update(Text(t("steps_bad", self.lang), style="red"))
+            return
+        self.dismiss((int(raw), self.query_one("#steps-probe", Checkbox).value))
+
+    @on(Button.Pressed, "#steps-cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+
 class CommandScreen(DoctorModal):
     """The training command in a box to select with the terminal's own selection, how to copy it there,
     and the script that holds it. The clipboard request is sent too, but never reported as done: many
@@ -590,14 +646,15 @@ class CommandScreen(DoctorModal):
 class ErrorScreen(DoctorModal):
     """A failure as one line (BadInput's message), never a traceback."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, title: str | None = None) -> None:
         super().__init__()
         self.message = message
+        self.title_text = title
 
     def compose(self) -> ComposeResult:
         lang = self.lang
         with Vertical(id="error-dialog", classes="dialog"):
-            yield Static(Text(t("error_title", lang), style="bold red"))
+            yield Static(Text(self.title_text or t("error_title", lang), style="bold red"))
             yield Static(self.message, id="error-message")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(t("error_ok", lang), id="error-ok", variant="error")

@@ -43,6 +43,7 @@ class HistoryEntry:
     outcome: str = "written"
     peak_mib: float | None = None
     trial_dirs: list[Path] = field(default_factory=list)  # short trials of this change, oldest first
+    estimate_mib: float | None = None  # the proposal's estimated peak after the change (the chart's line)
 
 
 @dataclass
@@ -193,9 +194,14 @@ class Session:
         return None
 
 
+def _after_mib(effect: Any) -> float | None:
+    value = effect.get("after_mib") if isinstance(effect, dict) else None
+    return float(value) if isinstance(value, int | float) else None
+
+
 def entry_from_disk(change: SavedChange) -> HistoryEntry:
     """A change folder an earlier session wrote, with the outcome and peak of its latest trial."""
-    import json
+    from oomdoctor.discover import read_small_json
 
     record = change.record
     entry = HistoryEntry(
@@ -208,11 +214,11 @@ def entry_from_disk(change: SavedChange) -> HistoryEntry:
         parent=change.parent,
         run_dir=Path(record["run_dir"]) if record.get("run_dir") else None,
         trial_dirs=list(change.trials),
+        estimate_mib=_after_mib(record.get("effect")),
     )
     for trial in reversed(change.trials):
-        try:
-            result = json.loads((trial / "result.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        result = read_small_json(trial / "result.json")
+        if result is None:
             continue
         outcome = str(result.get("outcome") or "failed")
         entry.outcome = {"ok": "passed", "timed_out": "timeout"}.get(outcome, outcome)
@@ -232,6 +238,17 @@ def facts_with_lengths(facts: Facts, data: DataFacts) -> Facts:
 
 TRIAL_HISTORY_SAMPLES = 600  # what the charts can show: 2 minutes at 200 ms
 TRIAL_LOG_LINES = 2000
+
+
+def line_context(line: str) -> str | None:
+    """``eval`` / ``save`` / ``train`` / ``load`` when a log line marks that phase starting (the log
+    reader's markers, ``facts/log_markers.yaml``), else None."""
+    from oomdoctor.facts.log_tables import tables
+
+    for marker in tables().markers:
+        if marker.context in ("load", "train", "eval", "save") and marker.pattern.search(line):
+            return marker.context
+    return None
 
 
 class TrialFeed:
@@ -258,18 +275,48 @@ class TrialFeed:
         self.result: Any = None  # oomdoctor.trial.TrialResult
         self.comparison: Any = None  # oomdoctor.trial.Comparison
         self.error: str | None = None
+        self.failure: str | None = None  # a trial that failed for another reason: its log's last error
+        self.steps = 0  # optimizer steps asked for
+        self.probe = False  # the longest samples first (run_trial(probe=True))
+        self.probe_note: str | None = None  # why the probe could not run here
+        # Where the first update, the first validation and the first save happened (sampler seconds), and
+        # the phase the log says is running now: the chart marks them.
+        self.marks: dict[str, float] = {}
+        self.phase: str | None = None
+        self.all_lines: deque[str] = deque(maxlen=TRIAL_LOG_LINES)  # the whole tail, to unfold the log
 
     def add_sample(self, snapshot: Any) -> None:
         with self._lock:
             self.samples.append(snapshot)
 
     def add_line(self, line: str) -> None:
+        context = line_context(line)
         with self._lock:
             self._new_lines.append(line)
+            self.all_lines.append(line)
+            if context is not None:
+                self.phase = context
+                if context not in self.marks:
+                    self.marks[context] = self._now_s()
 
     def set_progress(self, progress: Any) -> None:
         with self._lock:
             self.progress = progress
+            if progress is not None and (progress.steps_done or 0) >= 1 and "update" not in self.marks:
+                self.marks["update"] = self._now_s()
+                self.phase = self.phase or "train"
+
+    def _now_s(self) -> float:
+        """The sampler's clock (the chart's x axis): the newest sample's time."""
+        return self.samples[-1].time_s if self.samples else 0.0
+
+    def eta_s(self) -> float | None:
+        """Seconds left at the pace so far: elapsed per finished step times the steps left."""
+        progress = self.progress
+        if progress is None or not progress.steps_done or not progress.total_steps:
+            return None
+        left = max(0, int(progress.total_steps) - int(progress.steps_done))
+        return float(progress.elapsed_s) / int(progress.steps_done) * left
 
     def drain_lines(self) -> list[str]:
         with self._lock:
@@ -293,7 +340,8 @@ class TrialFeed:
             return "running"
         if self.result is None:
             return "failed"
-        return {"ok": "passed", "timed_out": "timeout"}.get(self.result.outcome, self.result.outcome)
+        outcome = str(self.result.outcome)
+        return {"ok": "passed", "timed_out": "timeout"}.get(outcome, outcome)
 
     @property
     def failed(self) -> bool:

@@ -405,6 +405,76 @@ TEXTS: dict[str, dict[str, str]] = {
         "zh": "把这次运行的所有试跑与失败的运行并排对比",
     },
     "compare_none": {"en": "No trial has finished yet.", "zh": "还没有完成的试跑。"},
+    "trial_eta": {"en": "about {eta} s left", "zh": "约剩 {eta} 秒"},
+    "trial_phase": {"en": "now: {phase}", "zh": "当前:{phase}"},
+    "trial_phase_load": {"en": "loading", "zh": "加载"},
+    "trial_phase_train": {"en": "training", "zh": "训练"},
+    "trial_phase_eval": {"en": "validation", "zh": "验证"},
+    "trial_phase_save": {"en": "saving", "zh": "保存"},
+    "trial_peak": {"en": "Peak {peak}", "zh": "峰值 {peak}"},
+    "trial_estimate": {"en": "Estimate {estimate}", "zh": "估算 {estimate}"},
+    "trial_log_hint": {"en": "Log, last lines of {count} (o unfolds)", "zh": "日志,共 {count} 行中的最后几行(o 展开)"},
+    "trial_log_hint_open": {"en": "Log, {count} lines (o folds)", "zh": "日志,共 {count} 行(o 收起)"},
+    "chart_gpu": {"en": "memory per GPU (GiB over s)", "zh": "每卡显存(GiB,随时间)"},
+    "chart_host": {"en": "process RSS (GiB over s)", "zh": "进程内存(GiB,随时间)"},
+    "chart_limit": {"en": "card limit", "zh": "显卡上限"},
+    "chart_update": {"en": "1st update", "zh": "首次更新"},
+    "chart_eval": {"en": "validation", "zh": "验证"},
+    "chart_save": {"en": "save", "zh": "保存"},
+    "chart_x": {"en": "s", "zh": "秒"},
+    "key_toggle_log": {"en": "Log", "zh": "日志"},
+    "key_toggle_log_tip": {"en": "Unfold or fold the trial's log", "zh": "展开或收起试跑日志"},
+    "trial_blocked_title": {"en": "This trial cannot work yet", "zh": "这次试跑还无法进行"},
+    "trial_no_llamafactory": {
+        "en": "LLaMA-Factory's {program} is not installed where oomdoctor runs. Install it in this "
+        "environment (pip install llamafactory==0.9.5, or pip install 'oomdoctor[train]'), or start "
+        "oomdoctor from the environment you train in.",
+        "zh": "oomdoctor 所在环境里没有 LLaMA-Factory 的 {program}。请在这个环境安装"
+        "(pip install llamafactory==0.9.5,或 pip install 'oomdoctor[train]'),或在训练用的环境里启动 oomdoctor。",
+    },
+    "trial_missing_packages": {
+        "en": "This change needs {packages}, which is not installed where training runs. Install it "
+        "(pip install {pip}) in the environment that runs llamafactory-cli, then press t again.",
+        "zh": "这项修改需要 {packages},训练环境中尚未安装。请在运行 llamafactory-cli 的环境里安装"
+        "(pip install {pip}),然后再按 t。",
+    },
+    "trial_failed_other": {
+        "en": "It failed, but not for memory: {error}",
+        "zh": "失败了,但不是显存问题:{error}",
+    },
+    "facts_fits_yet_ran_out": {
+        "en": "fits by this estimate, yet the run ran out: its failing step had longer samples than "
+        "assumed, or the allocator's fragments took the rest",
+        "zh": "按此估算放得下,但运行确实溢出了:失败那一步的样本比假设更长,或分配器的碎片占去了余量",
+    },
+    "facts_estimate_assumed_label": {"en": "Assumed", "zh": "估算假设"},
+    "facts_estimate_assumed_measure": {
+        "en": "every sample padded to cutoff_len {cutoff}: press m to measure the real lengths",
+        "zh": "每条样本都补齐到 cutoff_len {cutoff}:按 m 统计真实长度",
+    },
+    "facts_estimate_assumed": {
+        "en": "every sample padded to cutoff_len {cutoff} (the real lengths are unknown)",
+        "zh": "每条样本都补齐到 cutoff_len {cutoff}(真实长度未知)",
+    },
+    "steps_title": {"en": "A short trial", "zh": "短时试跑"},
+    "steps_question": {
+        "en": "How many optimizer steps? The run's schedule reaches its first validation or save by step "
+        "{default}; the trial moves both to its last step, so each is passed once.",
+        "zh": "试跑多少个优化步?按原配置的计划,第 {default} 步前会到第一次验证或保存;"
+        "试跑会把两者都挪到最后一步,各经历一次。",
+    },
+    "steps_probe": {"en": "Probe: longest samples first", "zh": "探测:最长样本排在最前"},
+    "steps_probe_hint": {
+        "en": "On: one step meets the worst batch, the first update, a validation and a save. Off: the first "
+        "steps as they come.",
+        "zh": "开启:一步就遇到最坏批次、第一次更新、一次验证和一次保存。关闭:按原顺序跑前几步。",
+    },
+    "steps_start": {"en": "Start", "zh": "开始"},
+    "steps_bad": {"en": "A whole number of at least 1, please.", "zh": "请输入不小于 1 的整数。"},
+    "trial_probe_fallback": {
+        "en": "[oomdoctor] no probe here ({reason}): the first steps as they come instead",
+        "zh": "[oomdoctor] 这里无法探测({reason}):改为按原顺序跑前几步",
+    },
     # (end of tui)
 
     # --- messages added by the facts work (keep each group together) ---

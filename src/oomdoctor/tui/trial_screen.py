@@ -1,21 +1,24 @@
-"""A short trial, live: memory against the card's total, utilisation, power, the step counter and the log
-tail; at the end the result and the comparison with the trial it came from."""
+"""A short trial, chart first: memory over time per GPU in GiB against the card's limit, the peak, the
+estimate's line and where the first update, validation and save happened; utilisation and power beside
+it; step / total with the time left and the phase running; the log folded to a few lines. The charts stay
+when the trial ends, above the result and every trial of this run compared."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, ScrollableContainer, Vertical
-from textual.widgets import Footer, RichLog, Static
+from textual.containers import Horizontal, ScrollableContainer, Vertical, VerticalScroll
+from textual.widgets import Footer, Static
 
 from oomdoctor.discover import display_path
 from oomdoctor.patch.writer import COMMAND_NAME
+from oomdoctor.tui.charts import LINE_COLOURS, MARK_NAMES, MemoryChart
 from oomdoctor.tui.comparison import ComparisonView, baseline_row
-from oomdoctor.tui.render import busiest_reading, fmt_mib, trial_outcome_line
+from oomdoctor.tui.render import busiest_reading, fmt_gib, trial_outcome_line
 from oomdoctor.tui.screens import BACK_KEYS, CommandScreen, DoctorScreen
 from oomdoctor.tui.strings import t
 from oomdoctor.tui.widgets import LevelChart
@@ -24,14 +27,24 @@ if TYPE_CHECKING:
     from oomdoctor.tui.session import TrialFeed
 
 
-class LogTail(RichLog):
-    """The trial's log, kept at its end when its height changes (the live panels give way to the result
-    and the comparison when the trial ends), so the last lines, where a failure shows, stay in view."""
+LOG_FOLDED_LINES = 3
+_PROGRESS_BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d+")
 
-    def on_resize(self, event: events.Resize) -> None:
-        super().on_resize(event)
-        if self.auto_scroll:
-            self.scroll_end(animate=False, immediate=False, x_axis=False)
+
+def fold_progress_bars(lines: list[str]) -> list[str]:
+    """A progress bar redrawn in place arrives as one line per redraw: keep the last of each run."""
+    out: list[str] = []
+    for line in lines:
+        if out and _PROGRESS_BAR.search(line) and _PROGRESS_BAR.search(out[-1]):
+            out[-1] = line
+        else:
+            out.append(line)
+    return out
+
+
+def gib(mib: float | None) -> str:
+    """The trial screen's one unit."""
+    return fmt_gib(mib)
 
 
 class TrialScreen(DoctorScreen):
@@ -39,6 +52,7 @@ class TrialScreen(DoctorScreen):
         Binding("s", "stop", "Stop", id="stop", tooltip="Stop the trial"),
         Binding("d", "rediagnose", "Proposals", id="rediagnose", tooltip="Diagnose the failed trial"),
         Binding("c", "copy_command", "Command", id="copy", tooltip="Show the training command"),
+        Binding("o", "toggle_log", "Log", id="toggle_log", tooltip="Unfold or fold the trial's log"),
         Binding(BACK_KEYS, "back", "Back", id="back", tooltip="Back to the proposal"),
         Binding("escape", "back", "Back", id="back", tooltip="Back to the proposal", show=False),
     ]
@@ -46,31 +60,29 @@ class TrialScreen(DoctorScreen):
     def __init__(self, feed: TrialFeed) -> None:
         super().__init__()
         self.feed = feed
-        self._lines_shown = 0
+        self.log_open = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="trial-title", classes="title")
-        with Vertical(id="trial-live"):
-            yield Static(id="trial-memory-label")
-            yield LevelChart(id="trial-memory")
-            with Horizontal(id="trial-small-charts"):
-                with Vertical():
-                    yield Static(id="trial-util-label")
-                    yield LevelChart(id="trial-util", classes="small")
-                with Vertical():
-                    yield Static(id="trial-power-label")
-                    yield LevelChart(id="trial-power", classes="small")
-            yield Static(id="trial-step")
+        yield Static(id="trial-status")
+        with Horizontal(id="trial-live"):
+            yield MemoryChart(id="trial-memory")
+            with Vertical(id="trial-side"):
+                yield Static(id="trial-memory-label")
+                yield Static(id="trial-util-label")
+                yield LevelChart(id="trial-util", classes="small")
+                yield Static(id="trial-power-label")
+                yield LevelChart(id="trial-power", classes="small")
         yield Static(id="trial-result")
         with ScrollableContainer(id="trial-compare"):
             yield Static(id="trial-compare-table")
-        # min_width: wrap to the widget, however narrow (RichLog's default of 78 overflows at 80 columns)
-        yield LogTail(id="trial-log", max_lines=2000, wrap=True, markup=False, min_width=20)
+        with VerticalScroll(id="trial-log"):
+            yield Static(id="trial-log-text")
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         super().on_mount()
-        await self.refresh_view()
+        self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
         self.update_from_feed(full=True)
@@ -84,30 +96,74 @@ class TrialScreen(DoctorScreen):
             Text(t("trial_title", lang, folder=display_path(feed.out_dir, cwd)), style="bold")
         )
         history = feed.snapshot_history()
+        self._draw_memory(history)
+        self._draw_side(history)
+        self.query_one("#trial-status", Static).update(self._status_line())
+        self._draw_log()
+        self._draw_result()
+        self.refresh_bindings()
+
+    def _status_line(self) -> Text:
+        """``Step 3 of 8 · about 12 s left · validation · 14 s``."""
+        feed, lang = self.feed, self.lang
+        progress = feed.progress
+        if progress is not None and progress.steps_done is not None:
+            parts = [t("trial_step", lang, step=progress.steps_done, total=progress.total_steps or "?")]
+        else:
+            parts = [t("trial_step_unknown", lang)]
+        eta = feed.eta_s()
+        if eta is not None and not feed.done:
+            parts.append(t("trial_eta", lang, eta=f"{eta:.0f}"))
+        if feed.phase and not feed.done:
+            parts.append(t("trial_phase", lang, phase=t(f"trial_phase_{feed.phase}", lang)))
+        elapsed = max(0.0, self.doctor.clock() - feed.started_s)
+        parts.append(t("trial_elapsed", lang, elapsed=f"{elapsed:.0f}"))
+        if feed.stopping and not feed.done:
+            parts.append(t("trial_stopping", lang))
+        return Text("  ·  ".join(parts), style="bold")
+
+    def _draw_memory(self, history: list[Any]) -> None:
+        feed = self.feed
+        series: dict[str, tuple[list[float], list[float]]] = {}
+        limit = None
+        host = bool(history) and history[-1].source == "host_rss"
+        for snap in history:
+            for reading in snap.readings:
+                xs, ys = series.setdefault(reading.gpu, ([], []))
+                xs.append(snap.time_s)
+                ys.append(reading.memory_used_mib / 1024)
+                if not host:
+                    limit = reading.memory_total_mib / 1024
+        peak = history[-1].peak_mib if history else None
+        estimate = feed.entry.estimate_mib if not host else None
+        self.query_one("#trial-memory", MemoryChart).set_data(
+            series,
+            limit_gib=limit,
+            estimate_gib=estimate / 1024 if estimate else None,
+            peak_gib=peak / 1024 if peak else None,
+            marks=dict(feed.marks),
+        )
+
+    def _draw_side(self, history: list[Any]) -> None:
+        lang = self.lang
         last = history[-1] if history else None
         reading = busiest_reading(last)
-        mem_label = self.query_one("#trial-memory-label", Static)
+        label = self.query_one("#trial-memory-label", Static)
+        cwd = self.doctor.session.cwd
         if reading is None:
-            mem_label.update(t("trial_starting", lang, command=display_path(feed.entry.config_path, cwd)))
-        elif last is not None and last.source == "host_rss":
-            mem_label.update(t("trial_memory_host", lang, used=fmt_mib(reading.memory_used_mib, lang)))
+            label.update(t("trial_starting", lang, command=display_path(self.feed.entry.config_path, cwd)))
         else:
-            mem_label.update(
-                t(
-                    "trial_memory",
-                    lang,
-                    used=fmt_mib(reading.memory_used_mib, lang),
-                    total=fmt_mib(reading.memory_total_mib, lang),
-                )
-            )
+            lines = []
+            if last is not None and last.source == "host_rss":
+                lines.append(t("trial_memory_host", lang, used=gib(reading.memory_used_mib)))
+            else:
+                lines.append(t("trial_memory", lang, used=gib(reading.memory_used_mib),
+                               total=gib(reading.memory_total_mib)))  # fmt: skip
+            label.update(self._legend(lines, last))
         gpu = reading.gpu if reading is not None else None
         readings = [next((r for r in s.readings if r.gpu == gpu), None) for s in history]
-        used = [r.memory_used_mib for r in readings if r is not None]
         utils = [r.util_pct for r in readings if r is not None and r.util_pct is not None]
         powers = [r.power_w for r in readings if r is not None and r.power_w is not None]
-        self.query_one("#trial-memory", LevelChart).set_values(
-            used, reading.memory_total_mib if reading is not None else None
-        )
         self.query_one("#trial-util", LevelChart).set_values(utils, 100.0)
         self.query_one("#trial-power", LevelChart).set_values(powers, None)
         na = t("value_na", lang)
@@ -117,51 +173,79 @@ class TrialScreen(DoctorScreen):
         self.query_one("#trial-power-label", Static).update(
             t("trial_power", lang, power=f"{powers[-1]:.0f} W" if powers else na)
         )
-        progress = feed.progress
-        if progress is not None and progress.steps_done is not None:
-            step = t("trial_step", lang, step=progress.steps_done, total=progress.total_steps or "?")
-        else:
-            step = t("trial_step_unknown", lang)
-        elapsed = max(0.0, self.doctor.clock() - feed.started_s)
-        step += "  ·  " + t("trial_elapsed", lang, elapsed=f"{elapsed:.0f}")
-        if feed.stopping and not feed.done:
-            step += "  ·  " + t("trial_stopping", lang)
-        self.query_one("#trial-step", Static).update(step)
 
-        log = self.query_one("#trial-log", RichLog)
-        for line in feed.drain_lines():
-            log.write(line)
+    def _legend(self, lines: list[str], last: Any) -> Text:
+        """What the chart's lines and marks are, in their colours and the user's language."""
+        lang, feed = self.lang, self.feed
+        host = last is not None and last.source == "host_rss"
+        text = Text("\n".join(lines) + "\n")
+        text.append("━ " + t("chart_host" if host else "chart_gpu", lang) + "\n", style=LINE_COLOURS["gpu"])
+        if not host and last is not None and last.readings:
+            text.append("━ " + t("chart_limit", lang) + "\n", style=LINE_COLOURS["limit"])
+        if last is not None and last.peak_mib is not None:
+            text.append(
+                "━ " + t("trial_peak", lang, peak=gib(last.peak_mib)) + "\n", style=LINE_COLOURS["peak"]
+            )
+        if feed.entry.estimate_mib and not host:
+            text.append("━ " + t("trial_estimate", lang, estimate=gib(feed.entry.estimate_mib)) + "\n",
+                        style=LINE_COLOURS["estimate"])  # fmt: skip
+        marks = [
+            f"{t(f'chart_{name}', lang)} {feed.marks[name]:.1f}" for name in MARK_NAMES if name in feed.marks
+        ]
+        if marks:
+            text.append("┃ " + ", ".join(marks) + " " + t("chart_x", lang) + "\n", style=LINE_COLOURS["mark"])
+        text.rstrip()
+        return text
 
+    def _draw_log(self) -> None:
+        """The log folded to its last lines (o unfolds it), a progress bar redrawn in place shown once."""
+        feed = self.feed
+        feed.drain_lines()
+        lines = fold_progress_bars(list(feed.all_lines))
+        shown = lines if self.log_open else lines[-LOG_FOLDED_LINES:]
+        hint = t("trial_log_hint_open" if self.log_open else "trial_log_hint", self.lang, count=len(lines))
+        self.query_one("#trial-log-text", Static).update(Text("\n".join(shown)))
+        box = self.query_one("#trial-log", VerticalScroll)
+        box.border_title = hint
+        box.set_class(self.log_open, "-open")
+        self.call_after_refresh(box.scroll_end, animate=False)
+
+    def _draw_result(self) -> None:
+        feed, lang = self.feed, self.lang
         result = self.query_one("#trial-result", Static)
         compare = self.query_one("#trial-compare", ScrollableContainer)
-        live = self.query_one("#trial-live", Vertical)
-        if feed.done:
-            line = trial_outcome_line(feed, lang)
-            passed = feed.result is not None and feed.result.ok
-            if feed.failed:
-                hint = "\n" + t("trial_still_failing", lang)
-            elif passed:
-                hint = "\n" + t("trial_passed_hint", lang)
-            else:
-                hint = ""
-            result.update(Text(f"{line}{hint}", style="bold green" if passed else "bold red"))
-            result.display = True
-            if live.display:  # just finished: arrow keys scroll the comparison
-                self.call_after_refresh(compare.focus)
-            live.display = False
-            if feed.comparison is not None and feed.comparison.rows:
-                session = self.doctor.session
-                baseline = baseline_row(session.origin_log_facts, session.origin_log, lang)
-                view = ComparisonView(feed.comparison, lang, baseline=baseline)
-                self.query_one("#trial-compare-table", Static).update(view)
-                compare.display = True
-            else:
-                compare.display = False
-        else:
+        live = self.query_one("#trial-live", Horizontal)
+        if not feed.done:
             result.display = False
-            live.display = True
             compare.display = False
-        self.refresh_bindings()
+            return
+        line = trial_outcome_line(feed, lang)
+        passed = feed.result is not None and feed.result.ok
+        if feed.failed and feed.outcome == "failed" and feed.failure:
+            hint = "\n" + t("trial_failed_other", lang, error=feed.failure)
+        elif feed.failed:
+            hint = "\n" + t("trial_still_failing", lang)
+        elif passed:
+            hint = "\n" + t("trial_passed_hint", lang)
+        else:
+            hint = ""
+        result.update(Text(f"{line}{hint}", style="bold green" if passed else "bold red"))
+        result.display = True
+        live.set_class(True, "-done")  # the charts stay, smaller, above the result
+        if feed.comparison is not None and feed.comparison.rows:
+            session = self.doctor.session
+            baseline = baseline_row(session.origin_log_facts, session.origin_log, lang)
+            view = ComparisonView(feed.comparison, lang, baseline=baseline)
+            self.query_one("#trial-compare-table", Static).update(view)
+            if not compare.display:
+                self.call_after_refresh(compare.focus)  # arrow keys scroll the comparison
+            compare.display = True
+        else:
+            compare.display = False
+
+    def action_toggle_log(self) -> None:
+        self.log_open = not self.log_open
+        self._draw_log()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         feed = self.feed
