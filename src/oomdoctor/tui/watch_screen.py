@@ -106,11 +106,11 @@ class WatchScreen(DoctorScreen):
             yield Static(id="watch-diagnosis")
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         super().on_mount()
         self.query_one("#watch-ended", Vertical).display = False
         self.follow()
-        await self.refresh_view()
+        self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     def on_unmount(self) -> None:
         self._stop.set()
