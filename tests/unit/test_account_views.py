@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oomdoctor.commands.diagnose import report
+from oomdoctor.report.diagnosis import report
 from oomdoctor.facts.log import parse_log_text
 from oomdoctor.rules.assemble import facts_of
 from oomdoctor.rules.engine import diagnose

@@ -197,7 +197,7 @@ class WatchScreen(DoctorScreen):
         return text
 
     def _diagnosis(self) -> Text:
-        from oomdoctor.commands.diagnose import report
+        from oomdoctor.report.diagnosis import report
 
         lang = self.lang
         head = t("watch_ended", lang)

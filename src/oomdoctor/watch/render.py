@@ -82,7 +82,7 @@ def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
     if frame["ended"]:
         lines += ["", msg("wr_ended", lang), ""]
         if final is not None:
-            from oomdoctor.commands.diagnose import report
+            from oomdoctor.report.diagnosis import report
 
             lines.append(report(final, lang))
         else:
