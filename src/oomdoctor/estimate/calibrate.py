@@ -204,8 +204,12 @@ def save(calibration: Calibration, trial_file: Path | None = None) -> Path:
 def find_calibration(
     config: ConfigFacts, card: str | None, versions: Mapping[str, str | None] | None = None
 ) -> Calibration | None:
-    """The stored calibration of this setting, if a trial made one (None when none, or unreadable)."""
-    path = cache_dir() / f"{setting_id(setting_of(config, card, versions))}.json"
+    """The stored calibration of this setting, if a trial made one (None when none, or unreadable). With no
+    calibration stored at all, nothing is looked up (reading the libraries' versions costs a start ~30 ms)."""
+    folder = cache_dir()
+    if not folder.is_dir() or next(folder.glob("*.json"), None) is None:
+        return None
+    path = folder / f"{setting_id(setting_of(config, card, versions))}.json"
     try:
         return Calibration.from_json(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError):
