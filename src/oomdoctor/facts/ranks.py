@@ -70,58 +70,67 @@ ROOT_BLOCK_LINES = 12
 
 
 def _lines_that_matter(
-    text: str, teardown: re.Pattern[str], root_header: re.Pattern[str]
+    text: str | bytes, teardown: re.Pattern[str], root_header: re.Pattern[str]
 ) -> list[tuple[int, str]]:
-    """(order key, line) of the lines ``rank_report`` reads, in order: all of a small text; of a big one, each
-    line an OOM hint, a teardown or a root-cause header falls on (with the line after a header, which names
-    the rank), and the last ``LAST_LINES`` lines. The key is the line number, or for a big text the line's
-    offset: only the order matters."""
+    """(order key, line) of the lines ``rank_report`` reads, in order: all of a small text; of a big one (read
+    as bytes: nothing but these lines is decoded), each line an OOM hint, a teardown or a root-cause header
+    falls on (with the lines after a header, which name the rank), and the last ``LAST_LINES`` lines. The key is
+    the line number, or for a big text the line's offset: only the order matters."""
     if len(text) <= WHOLE_TEXT_CHARS:
-        return list(enumerate(split_lines(text), 1))
-    tail_start = len(text)
+        whole = text if isinstance(text, str) else text.decode("utf-8", errors="replace")
+        return list(enumerate(split_lines(whole), 1))
+    raw = text.encode("utf-8", errors="replace") if isinstance(text, str) else text
+    tail_start = len(raw)
     for _ in range(LAST_LINES):
-        tail_start = text.rfind("\n", 0, tail_start)
+        tail_start = raw.rfind(b"\n", 0, tail_start)
         if tail_start < 0:
             break
-    if len(text) - (tail_start + 1) > LAST_CHARS:  # start at a line boundary within the last LAST_CHARS
-        tail_start = text.find("\n", len(text) - LAST_CHARS)
+    if len(raw) - (tail_start + 1) > LAST_CHARS:  # start at a line boundary within the last LAST_CHARS
+        tail_start = raw.find(b"\n", len(raw) - LAST_CHARS)
     tail_start += 1
-    lines = split_lines(text[tail_start:])[-LAST_LINES:]  # progress-bar redraws are lines too
+    lines = split_lines(_decoded(raw[tail_start:]))[-LAST_LINES:]  # progress-bar redraws are lines too
     tail = [(tail_start + i, line) for i, line in enumerate(lines)]
     if len({key for _, line in tail if (key := split_prefix(line).key)}) < 2:
         return tail  # every process's traceback ends in the last lines: fewer than two there, no report
     starts: set[int] = set()
-    for m in _hint_pattern(teardown, root_header).finditer(text, 0, tail_start):
-        start = text.rfind("\n", 0, m.start()) + 1
+    for m in _hint_pattern(teardown, root_header).finditer(raw, 0, tail_start):
+        start = raw.rfind(b"\n", 0, m.start()) + 1
         starts.add(start)
-        end = text.find("\n", m.start())
-        if end >= 0 and root_header.search(text, start, end):
+        end = raw.find(b"\n", m.start())
+        if end >= 0 and root_header.search(_decoded(raw[start:end])):
             for _ in range(ROOT_BLOCK_LINES):  # the block's "rank : N" line comes a few lines below
                 starts.add(end + 1)
-                end = text.find("\n", end + 1)
+                end = raw.find(b"\n", end + 1)
                 if end < 0:
                     break
     picked: list[tuple[int, str]] = []
     for start in sorted(starts):
-        end = text.find("\n", start)
-        picked += [(start, line) for line in split_lines(text[start : end if end >= 0 else len(text)])]
+        end = raw.find(b"\n", start)
+        line = _decoded(raw[start : end if end >= 0 else len(raw)])
+        picked += [(start, part) for part in split_lines(line)]
     return picked + tail
+
+
+def _decoded(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
 
 
 @lru_cache(maxsize=1)
 def _hint_pattern(teardown: re.Pattern[str], root_header: re.Pattern[str]) -> Any:
-    """One search for the lines a rank report acts on: RE2's DFA where google-re2 is installed (a literal
-    alternation over megabytes is many times faster there), else ``re``."""
-    source = "|".join(f"(?:{p.pattern})" for p in (tables().oom_hint, teardown, root_header))
+    """One search over bytes for the lines a rank report acts on: RE2's DFA where google-re2 is installed (a
+    literal alternation over megabytes is many times faster there), else ``re``."""
+    source = "|".join(f"(?:{p.pattern})" for p in (tables().oom_hint, teardown, root_header)).encode()
     try:
         import re2
 
-        return re2.compile(source)
+        options = re2.Options()
+        options.encoding = re2.Options.Encoding.LATIN1  # bytes: a log may hold any byte
+        return re2.compile(source, options)
     except Exception:  # not installed, or a pattern RE2 does not take (backreferences): re reads it
         return re.compile(source)
 
 
-def rank_report(text: str) -> RankReport | None:
+def rank_report(text: str | bytes) -> RankReport | None:
     """Who failed first and how the others ended; None when the text shows fewer than two processes."""
     teardown, root_header, root_rank = _patterns()
     seen: dict[str, None] = {}
@@ -217,12 +226,13 @@ def _is_output_dir(folder: Path) -> bool:
     return any((folder / name).is_file() for name in (*t.output_dir_logs, t.trainer_log))
 
 
-def _tail_text(path: Path) -> str:
+def _tail_text(path: Path) -> bytes:
+    """The end of the log, as bytes (``rank_report`` decodes only the lines it reads)."""
     size = path.stat().st_size
     with open(path, "rb") as fh:
         if size > RANK_SCAN_BYTES:
             fh.seek(size - RANK_SCAN_BYTES)
-        return fh.read().decode("utf-8", errors="replace")
+        return fh.read()
 
 
 def read_run_log(path: Path) -> LogFacts:
