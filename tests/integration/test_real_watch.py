@@ -28,6 +28,8 @@ from fixtures.tiny_qwen3 import build_tiny_qwen3, tiny_train_config, write_tiny_
 
 pytestmark = pytest.mark.integration
 
+ROOT = Path(__file__).resolve().parents[2]
+
 VOCAB = 16384
 CUTOFF = 1024
 STEPS = 8
@@ -113,7 +115,11 @@ def test_warns_about_the_validation_before_it_runs_out(tiny_run: dict[str, Any])
     assert warned, [f["warnings"] for f in frames]
     frame, first = warned[0]
     assert first["expected_step"] == EVAL_STEP
-    assert first["needed_mib"] > first["left_mib"] > 0
+    # the engine warns once the need passes needed_over_left x what is left (rules/live/warnings.yaml): what is
+    # left when the warning is made depends on how far loading had got at that frame
+    threshold = yaml.safe_load((ROOT / "rules" / "live" / "warnings.yaml").read_text(encoding="utf-8"))
+    factor = threshold["kinds"]["eval_needs_more"]["needed_over_left"]
+    assert first["needed_mib"] > factor * first["left_mib"] > 0
     assert first["rule"] is not None and first["rule"].startswith("eval.")
     assert "per_device_eval_batch_size" in first["changes"]
     assert f"step {EVAL_STEP}" in first["text"]["en"] and f"第 {EVAL_STEP} 步" in first["text"]["zh"]
