@@ -86,3 +86,17 @@ async def test_applying_the_same_change_twice_says_so(user_dir: Path, gpu_source
 
 def test_sizes_have_thousands_separators() -> None:
     assert fmt_mib(1000) == "1,000 MiB" and fmt_mib(3963 / 4) == "991 MiB"
+
+
+@pytest.mark.parametrize("key", ["down", "pagedown"])
+async def test_the_proposal_scrolls_with_arrows_and_pagedown_at_once(
+    user_dir: Path, gpu_source: Any, key: str
+) -> None:
+    app = _app(user_dir, gpu_source)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open(app, pilot, user_dir, gpu_source)
+        view = app.screen.query_one("#proposal-view")
+        assert view.max_scroll_y > 0 and view.scroll_y == 0
+        await pilot.press(key)  # no Tab first
+        await pilot.pause()
+        assert view.scroll_y > 0

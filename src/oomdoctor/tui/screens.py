@@ -27,6 +27,7 @@ from textual.widgets import (
     Static,
     TabbedContent,
     TabPane,
+    Tabs,
 )
 
 from oomdoctor.discover import display_path
@@ -288,6 +289,9 @@ class MainScreen(DoctorScreen):
         view = self.query_one(ProposalView)
         view.show(session, lang)
         view.display = not pending
+        on_proposal = self.query_one("#tabs", TabbedContent).active == "proposal"
+        if not pending and on_proposal and (self.focused is None or isinstance(self.focused, Tabs)):
+            view.focus()  # arrows and PageDown scroll it at once (at 80x24 it is longer than the screen)
         history = self.query_one(HistoryTable)
         history.show(session.history, session, lang)
         history.display = bool(session.history)
