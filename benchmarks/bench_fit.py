@@ -52,7 +52,9 @@ def build(root: Path) -> tuple[Path, dict[str, Any]]:
     model = build_tiny_qwen3(root / "model", vocab_size=VOCAB)
     data = write_tiny_dataset(root / "data", n=40, n_val=4, words_per_sample=(8, 30))
     long = write_tiny_dataset(root / "long", n=4, n_val=0, words_per_sample=(700, 900), seed=1)
-    rows = json.loads((data / "tiny_train.json").read_text()) + json.loads((long / "tiny_train.json").read_text())
+    rows = json.loads((data / "tiny_train.json").read_text()) + json.loads(
+        (long / "tiny_train.json").read_text()
+    )
     (data / "tiny_train.json").write_text(json.dumps(rows), encoding="utf-8")
     config = tiny_train_config(model, data, root / "saves", steps=100, batch=BATCH, cutoff_len=2048)
     config.pop("max_steps")
@@ -99,14 +101,18 @@ def load_footprint(command: list[str], env: dict[str, str]) -> tuple[int, int]:
     return vms // 2**20, rss // 2**20
 
 
-def run_hf(root: Path, config: dict[str, Any], cli: Path, cap: list[str], env: dict[str, str]) -> dict[str, Any]:
+def run_hf(
+    root: Path, config: dict[str, Any], cli: Path, cap: list[str], env: dict[str, str]
+) -> dict[str, Any]:
     import yaml
 
     path = root / "hf.yaml"
     path.write_text(yaml.safe_dump({**config, "auto_find_batch_size": True, "output_dir": str(root / "hf-out")},
                                    sort_keys=False), encoding="utf-8")  # fmt: skip
     started = time.monotonic()
-    done = subprocess.run([*cap, str(cli), "train", str(path)], capture_output=True, text=True, env=env, cwd=root)
+    done = subprocess.run(
+        [*cap, str(cli), "train", str(path)], capture_output=True, text=True, env=env, cwd=root
+    )
     wall = time.monotonic() - started
     text = done.stdout + done.stderr
     (root / "hf.log").write_text(text, encoding="utf-8")
@@ -114,7 +120,12 @@ def run_hf(root: Path, config: dict[str, Any], cli: Path, cap: list[str], env: d
     tries = text.count("***** Running training *****")
     per_device = [int(m) for m in re.findall(r"Instantaneous batch size per device = (\d+)", text)]
     adjusted = [int(m) for m in re.findall(r"batch size has been adjusted to: (\d+)", text)]
-    totals = [int(m) for m in re.findall(r"Total train batch size \(w\. parallel, distributed & accumulation\) = (\d+)", text)]
+    totals = [
+        int(m)
+        for m in re.findall(
+            r"Total train batch size \(w\. parallel, distributed & accumulation\) = (\d+)", text
+        )
+    ]
     final = adjusted[-1] if adjusted and tries > 1 else (per_device[-1] if per_device else BATCH)
     effective = totals[-1] if totals else final * ACCUMULATION
     return {"tries": tries, "wall_s": wall, "micro_batch": final, "accumulation": ACCUMULATION,
@@ -179,7 +190,9 @@ def table(hf: dict[str, Any], fit: dict[str, Any]) -> str:
     lines = [f"{'':{width}}  {'auto_find_batch_size':>20}  {'oomdoctor fit':>14}"]
     lines += [f"{label:{width}}  {cell(hf, key):>20}  {cell(fit, key):>14}" for label, key in rows]
     if hf.get("wall_s") and fit.get("wall_s"):
-        lines.append(f"{'wall, fit / auto_find_batch_size':{width}}  {'':>20}  {fit['wall_s'] / hf['wall_s']:>14.2f}")
+        lines.append(
+            f"{'wall, fit / auto_find_batch_size':{width}}  {'':>20}  {fit['wall_s'] / hf['wall_s']:>14.2f}"
+        )
     return "\n".join(lines)
 
 
@@ -204,8 +217,10 @@ def main() -> int:
         cap = [prlimit, f"--as={(vms + SLACK_MIB) * 2**20}"]
         launcher = (f"HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HOME={shlex.quote(str(root / 'hf'))} "
                     f"{shlex.join(cap)} {shlex.quote(str(cli))} train")  # fmt: skip
-        print(f"cap: address space {vms + SLACK_MIB:,} MiB (load {vms:,} + {SLACK_MIB}); "
-              f"resident budget for fit {rss + SLACK_MIB:,} MiB (load RSS {rss:,} + {SLACK_MIB})")
+        print(
+            f"cap: address space {vms + SLACK_MIB:,} MiB (load {vms:,} + {SLACK_MIB}); "
+            f"resident budget for fit {rss + SLACK_MIB:,} MiB (load RSS {rss:,} + {SLACK_MIB})"
+        )
         hf = run_hf(root, config, cli, cap, env)
         fit = run_fit(root, user, rss + SLACK_MIB, launcher, cli, cap, env)
         print(table(hf, fit))

@@ -61,12 +61,16 @@ def build_data(folder: Path) -> Path:
     from fixtures.tiny_qwen3 import write_tiny_dataset
 
     short = write_tiny_dataset(folder / "short", n=396, n_val=96, words_per_sample=(20, 250))
-    long = write_tiny_dataset(folder / "long", n=4, n_val=4, words_per_sample=(560, 600), seed=1)
-    evals = write_tiny_dataset(folder / "evals", n=1, n_val=4, words_per_sample=(340, 360), seed=2)
+    long = write_tiny_dataset(folder / "long", n=4, n_val=4, words_per_sample=(640, 680), seed=1)
+    evals = write_tiny_dataset(folder / "evals", n=1, n_val=4, words_per_sample=(385, 400), seed=2)
     data = folder / "data"
     data.mkdir()
-    train = json.loads((short / "tiny_train.json").read_text()) + json.loads((long / "tiny_train.json").read_text())
-    val = json.loads((short / "tiny_val.json").read_text()) + json.loads((evals / "tiny_val.json").read_text())
+    train = json.loads((short / "tiny_train.json").read_text()) + json.loads(
+        (long / "tiny_train.json").read_text()
+    )
+    val = json.loads((short / "tiny_val.json").read_text()) + json.loads(
+        (evals / "tiny_val.json").read_text()
+    )
     (data / "keywords_train.json").write_text(json.dumps(train), encoding="utf-8")
     (data / "keywords_validation.json").write_text(json.dumps(val), encoding="utf-8")
     info = {"keywords_train": {"file_name": "keywords_train.json"},
@@ -91,7 +95,10 @@ def oomdoctor(*args: str, env: dict[str, str]) -> dict[str, Any]:
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "oomdoctor.cli", "--lang", "en", *args], capture_output=True,
                           text=True, env=env)  # fmt: skip
-    print(f"$ oomdoctor {shlex.join(args)}  ({time.monotonic() - started:.1f} s, exit {done.returncode})", flush=True)
+    print(
+        f"$ oomdoctor {shlex.join(args)}  ({time.monotonic() - started:.1f} s, exit {done.returncode})",
+        flush=True,
+    )
     if done.stderr.strip():
         print(done.stderr[-1500:], flush=True)
     try:
@@ -117,7 +124,11 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
            "XDG_CACHE_HOME": str(work / "cache"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "HF_HOME": str(work / "hf")}  # fmt: skip
-    model = build_model(work / "model") if not (work / "model" / "model.safetensors").is_file() else work / "model"
+    model = (
+        build_model(work / "model")
+        if not (work / "model" / "model.safetensors").is_file()
+        else work / "model"
+    )
     data = build_data(work) if not (work / "data").is_dir() else work / "data"
     configs = {4: course_config(work, model, data, 4, 8), 2: course_config(work, model, data, 2, 16)}
     launcher = f"{shlex.quote(sys.executable)} {shlex.quote(str(REPO / 'benchmarks' / 'lf_capped.py'))} --mib {CAP_MIB} train"
@@ -151,18 +162,24 @@ def main() -> int:
 
 
 def print_summary(report: dict[str, Any]) -> None:
-    print("\nbatch  measured: allocated / reserved / nvidia-smi MiB   estimate before: allocated, smi band   after (calibrated)")
+    print(
+        "\nbatch  measured: allocated / reserved / nvidia-smi MiB   estimate before: allocated, smi band   after (calibrated)"
+    )
     for batch in (4, 2):
         probe = report["probes"].get(batch, {})
         alloc = (probe.get("vram_allocated_gib") or 0) * 1024
         reserved = (probe.get("vram_reserved_gib") or 0) * 1024
         before, after = report["before"].get(batch, {}), report["after"].get(batch, {})
-        print(f"{batch:>5}  {alloc:>9,.0f} / {reserved:>9,.0f} / {probe.get('peak_nvidia_smi_mib') or 0:>9,.0f}"
-              f"   {before.get('peak_allocated_mib', 0):>9,.0f}, {before.get('expected_nvidia_smi_mib')}"
-              f"   {after.get('peak_allocated_mib', 0):>9,.0f}, {after.get('expected_nvidia_smi_mib')}"
-              f"  {(after.get('calibration') or {}).get('from_calibration')}")
+        print(
+            f"{batch:>5}  {alloc:>9,.0f} / {reserved:>9,.0f} / {probe.get('peak_nvidia_smi_mib') or 0:>9,.0f}"
+            f"   {before.get('peak_allocated_mib', 0):>9,.0f}, {before.get('expected_nvidia_smi_mib')}"
+            f"   {after.get('peak_allocated_mib', 0):>9,.0f}, {after.get('expected_nvidia_smi_mib')}"
+            f"  {(after.get('calibration') or {}).get('from_calibration')}"
+        )
     fit = report.get("fit", {})
-    print("fit:", {k: fit.get(k) for k in ("ok", "probes", "winner", "effective_batch_kept", "calibrated_by")})
+    print(
+        "fit:", {k: fit.get(k) for k in ("ok", "probes", "winner", "effective_batch_kept", "calibrated_by")}
+    )
 
 
 if __name__ == "__main__":

@@ -110,6 +110,40 @@ def _double_quantization(case: dict[str, Any], text: str) -> bool | None:
     return None
 
 
+def _lora_keys(case: dict[str, Any], method: str, text: str, source: str) -> dict[str, Any]:
+    """The LoRA / QLoRA keys of a measured run."""
+    raw: dict[str, Any] = {"finetuning_type": "lora"}
+    rank = case.get("lora_rank")
+    raw["lora_rank"] = rank if isinstance(rank, int) else 8  # "recipe default": torchtune's LoRA recipes use 8
+    if "qlora" in method:
+        raw["quantization_bit"] = 4
+        double = _double_quantization(case, text)
+        if double is not None:
+            raw["double_quantization"] = double
+    dropout = case.get("lora_dropout")
+    if dropout is None and "litgpt" in source:
+        dropout = _LITGPT_DEFAULT_DROPOUT
+    if dropout:
+        raw["lora_dropout"] = float(dropout)
+    raw["lora_target"] = _lora_target(case, text, source)
+    return raw
+
+
+def _lora_target(case: dict[str, Any], text: str, source: str) -> str:
+    target = str(case.get("lora_target", "")).lower().replace(" ", "")
+    if "all linear" in text or "q,k,v,proj,mlp" in text:
+        return "all"
+    if re.fullmatch(r"[a-z_]+(,[a-z_]+)*", target):
+        return target  # module names as PEFT / LLaMA-Factory write them
+    if target.startswith("q,v"):
+        return "q_proj,v_proj"
+    if "litgpt" in source:
+        return _LITGPT_DEFAULT_TARGETS  # also what the hub notes say ("q,v LoRA")
+    if "torchtune" in source:
+        return _TORCHTUNE_LORA_TARGETS
+    return "all"
+
+
 def to_llamafactory(
     case: dict[str, Any], cases: list[dict[str, Any]] | None = None
 ) -> tuple[dict[str, Any], DataFacts | None]:
@@ -124,35 +158,9 @@ def to_llamafactory(
         "gradient_accumulation_steps": int(case.get("grad_accum") or 1),
         "optim": "adamw_torch",
     }
-    if method.startswith("full"):
-        raw["finetuning_type"] = "full"
-    else:
-        raw["finetuning_type"] = "lora"
-        rank = case.get("lora_rank")
-        raw["lora_rank"] = rank if isinstance(rank, int) else 8  # "recipe default": torchtune's LoRA recipes use 8
-        if "qlora" in method:
-            raw["quantization_bit"] = 4
-            double = _double_quantization(case, text)
-            if double is not None:
-                raw["double_quantization"] = double
-        dropout = case.get("lora_dropout")
-        if dropout is None and "litgpt" in source:
-            dropout = _LITGPT_DEFAULT_DROPOUT
-        if dropout:
-            raw["lora_dropout"] = float(dropout)
-        target = str(case.get("lora_target", "")).lower().replace(" ", "")
-        if "all linear" in text or "q,k,v,proj,mlp" in text:
-            raw["lora_target"] = "all"
-        elif re.fullmatch(r"[a-z_]+(,[a-z_]+)*", target):
-            raw["lora_target"] = target  # module names as PEFT / LLaMA-Factory write them
-        elif target.startswith("q,v"):
-            raw["lora_target"] = "q_proj,v_proj"
-        elif "litgpt" in source:
-            raw["lora_target"] = _LITGPT_DEFAULT_TARGETS  # also what the hub notes say ("q,v LoRA")
-        elif "torchtune" in source:
-            raw["lora_target"] = _TORCHTUNE_LORA_TARGETS
-        else:
-            raw["lora_target"] = "all"
+    raw.update(
+        {"finetuning_type": "full"} if method.startswith("full") else _lora_keys(case, method, text, source)
+    )
 
     raw.update(_precision_flags(str(case.get("precision", "")).lower()))
 

@@ -64,7 +64,9 @@ def gather(
     log = read_run_log(Path(log_path)) if log_path is not None else None  # a file, output_dir or node logs
     config = read_config(Path(config_path)) if config_path is not None else None
     if data is None:
-        data = known_lengths(lengths_file, longest_tokens, eval_longest_tokens)
+        data = known_lengths(
+            Path(lengths_file) if lengths_file is not None else None, longest_tokens, eval_longest_tokens
+        )
     readings = Readings(
         config=config,
         log=log,

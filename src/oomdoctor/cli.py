@@ -122,7 +122,7 @@ def lang_from_argv(argv: Sequence[str]) -> Lang:
             asked = argv[i + 1]
         elif word.startswith("--lang="):
             asked = word.split("=", 1)[1]
-    return asked if asked in LANGS else default_lang()  # type: ignore[return-value]
+    return asked if asked in LANGS else default_lang()
 
 
 def _debug_help() -> str:

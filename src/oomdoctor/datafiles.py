@@ -47,6 +47,14 @@ def _from_json(value: Any) -> Any:
     return value
 
 
+def load_data_mapping(path: Path) -> dict[str, Any]:
+    """A bundled data file whose top level is a mapping (every table oomdoctor ships)."""
+    data = load_data_file(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path.name}: a bundled table must be a mapping")
+    return data
+
+
 def load_data_file(path: Path) -> Any:
     """A bundled data file, parsed. Callers cache the result (``functools.lru_cache``)."""
     raw = path.read_bytes()

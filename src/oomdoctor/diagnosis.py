@@ -91,7 +91,7 @@ class Diagnosis:
     account: dict[str, Any] | None = None  # the OOM message as an account of the card (facts/account.py)
 
     def to_json(self) -> dict[str, Any]:
-        out = to_jsonable(self)
+        out: dict[str, Any] = to_jsonable(self)
         for q, src in zip(out["questions"], self.questions, strict=True):
             q["allowed"] = src.allowed
         return out

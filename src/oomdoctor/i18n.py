@@ -826,12 +826,21 @@ MESSAGES: dict[str, dict[str, str]] = {
     "wr_no_warnings": {"en": "No warning: what is coming fits in what is left.", "zh": "没有预警:后面需要的内存都在剩余范围内。"},
     "wr_first": {"en": "First warning ({elapsed} s in, at step {step}): {text}", "zh": "第一条预警(开始后 {elapsed} 秒,第 {step} 步):{text}"},
     "wr_ended": {"en": "The run has ended. The diagnosis of its log:", "zh": "训练已结束。日志诊断如下:"},
+    "wr_log_only": {"en": "No process of this run is visible here: following its log alone ({file}, written {age} s ago); no process memory.", "zh": "这里看不到这次训练的进程:仅跟随它的日志({file},{age} 秒前写入);没有进程内存数据。"},
+    "wr_limit_log": {"en": "the card, reserved memory from the log (RECORD_VRAM)", "zh": "显卡,日志中的预留显存(RECORD_VRAM)"},
+    "wr_limit_estimate": {"en": "the estimate only (no memory readings)", "zh": "仅估算(没有内存读数)"},
+    "wr_no_readings": {"en": "No warning can be judged: no reading of the run's memory (RECORD_VRAM=1 in the run's environment puts its reserved memory in trainer_log.jsonl).", "zh": "无法判断预警:没有训练内存的读数(在训练环境中设置 RECORD_VRAM=1,预留显存会写入 trainer_log.jsonl)。"},
+    "wr_estimate_only": {"en": "card {limit} MiB; no reading of the run's memory", "zh": "显卡 {limit} MiB;没有训练内存的读数"},
     # (end of watch)
 
     # --- messages added by the tui work (keep each group together) ---
     # (end of tui)
 
     # --- messages added by the facts work (keep each group together) ---
+    "f_effective_batch_unknown_world": {
+        "en": "Per process: {micro} per GPU x {acc} accumulation = {per_process} samples per update, on each of at least {at_least} processes; the log does not say how many, so the effective batch is not known.",
+        "zh": "每个进程:单卡 {micro} × 累积 {acc} = 每次更新 {per_process} 条样本;至少有 {at_least} 个进程,日志没有写明进程数,因此有效批次未知。",
+    },
     # (end of facts)
 
     # --- messages added by the startup work (keep each group together) ---

@@ -50,10 +50,14 @@ def world(llamafactory_cli: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     model = build_tiny_qwen3(root / "model", vocab_size=VOCAB)
     data = write_tiny_dataset(root / "data", n=SHORT_ROWS, n_val=4, words_per_sample=(8, 30))
     long = write_tiny_dataset(root / "long", n=4, n_val=0, words_per_sample=(700, 900), seed=1)
-    rows = json.loads((data / "tiny_train.json").read_text()) + json.loads((long / "tiny_train.json").read_text())
+    rows = json.loads((data / "tiny_train.json").read_text()) + json.loads(
+        (long / "tiny_train.json").read_text()
+    )
     (data / "tiny_train.json").write_text(json.dumps(rows), encoding="utf-8")
     config = tiny_train_config(model, data, root / "saves", steps=3, batch=BATCH, cutoff_len=2048)
-    config.update({"disable_shuffling": True, "per_device_eval_batch_size": BATCH})  # the file's order: long rows last
+    config.update(
+        {"disable_shuffling": True, "per_device_eval_batch_size": BATCH}
+    )  # the file's order: long rows last
     path = root / "train.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
 
@@ -105,13 +109,18 @@ def test_a_probe_meets_the_late_long_rows_that_a_plain_trial_misses(world: dict[
     assert result["probe"]["longest_tokens"] > 1000 and result["probe"]["train"][0]["first_lengths"][0] > 1000
     assert "FAILED  longest micro-batch forward/backward" in probe.stdout
     assert "calibration" not in result  # a failed probe is capped by what it ran out of: no calibration
-    assert json.loads((world["root"] / "data" / "dataset_info.json").read_text()).keys() == {"tiny_train", "tiny_val"}
+    assert json.loads((world["root"] / "data" / "dataset_info.json").read_text()).keys() == {
+        "tiny_train",
+        "tiny_val",
+    }
 
     diagnosed = _oomdoctor(world, "diagnose", "--config", str(root / "probe" / "config.yaml"),
                            "--log", str(root / "probe" / "train.log"), "--json")  # fmt: skip
     assert diagnosed.returncode in (0, 1), diagnosed.stderr
     diagnosis = json.loads(diagnosed.stdout)
-    assert diagnosis["oom"] is True and diagnosis["phase"] in ("first_batch", "long_sample"), diagnosis["phase"]
+    assert diagnosis["oom"] is True and diagnosis["phase"] in ("first_batch", "long_sample"), diagnosis[
+        "phase"
+    ]
     proposal = diagnosis["proposal"]
     assert proposal is not None and proposal["rule"].endswith("halve_micro_batch"), proposal
     assert proposal["changes"]["per_device_train_batch_size"] == [BATCH, BATCH // 2]
@@ -131,7 +140,9 @@ def test_a_probe_calibrates_and_fit_finds_a_batch_that_survives_a_full_epoch(wor
     probe = _oomdoctor(world, "trial", "--config", str(small), "--probe", "--out", str(root / "cal-b1"),
                        "--launcher", world["plain"], "--timeout", "300")  # fmt: skip
     assert probe.returncode == 0, probe.stdout + probe.stderr
-    calibration = Calibration.from_json(json.loads((root / "cal-b1" / "calibration.json").read_text(encoding="utf-8")))
+    calibration = Calibration.from_json(
+        json.loads((root / "cal-b1" / "calibration.json").read_text(encoding="utf-8"))
+    )
     assert _result(root / "cal-b1")["calibration"]["from_calibration"] == calibration.fitted
     assert {"activation_scale", "context_mib"} <= set(calibration.fitted)
     for point in calibration.points:  # the fitted constants reproduce the peaks they came from

@@ -54,7 +54,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, llamafactory_cli: Path) -
 
 def _config(model: Path, data: Path, out: Path, eval_batch: int) -> dict[str, Any]:
     config = tiny_train_config(model, data, out, steps=STEPS, batch=1, cutoff_len=CUTOFF)
-    config.update(per_device_eval_batch_size=eval_batch, eval_steps=EVAL_STEP, save_steps=100)
+    config.update(per_device_eval_batch_size=eval_batch, eval_steps=EVAL_STEP, save_steps=STEPS)  # a save at the end
     return config
 
 
@@ -136,6 +136,9 @@ def test_a_run_that_fits_raises_no_warning(tiny_run: dict[str, Any]) -> None:
     assert seen["train_rc"] == 0, seen["log"][-3000:]
     assert any(f["step"] == STEPS for f in frames), [f["step"] for f in frames]
     assert any(f["alive"] and f["pools"][-1]["limit_source"] == "rlimit_as" for f in frames)
-    assert [w for f in frames for w in f["warnings"]] == []
+    assert [w for f in frames for w in f["warnings"]] == []  # no false warning, the checkpoint save included
+    before_save = [f for f in frames if f["alive"] and f["next_save_step"] == STEPS]
+    assert before_save and all("save" in f["pools"][-1]["phase_lines_mib"] for f in before_save)
+    assert "Saving model checkpoint to" in seen["log"]
     assert frames[-1]["ended"] is True and frames[-1]["history"] == []
     assert frames[-1]["diagnosis"]["oom"] is False and seen["watch_rc"] == 0

@@ -60,6 +60,8 @@ def test_a_rank_number_is_a_lower_bound_never_the_world_size() -> None:
     assert facts.config.world_size == 1 and d.micro_batch == 4 and d.accumulation == 8
     ids = [f.id for f in diagnose(facts).findings]
     assert "effective_batch" not in ids and "multi_gpu_no_deepspeed" in ids  # several GPUs, at least 4
+    per_process = next(f for f in diagnose(facts).findings if f.id == "effective_batch_unknown_world")
+    assert "32" in per_process.text["en"] and "4" in per_process.text["en"] and "32" in per_process.text["zh"]
 
 
 def test_the_banners_world_size_is_the_one_everybody_reads() -> None:
@@ -104,7 +106,7 @@ def test_ray_and_fsdp_runs_are_sharded_and_not_told_to_use_deepspeed() -> None:
     fsdp = facts_of(config=course(fsdp="full_shard auto_wrap"), log=log)
     assert fsdp.derived.sharded_by == "fsdp"
     plain = facts_of(config=course(), log=log)
-    assert plain.derived.sharded_by is None
+    assert plain.derived.sharded_by == "none"
     switched_on = facts_of(config=course(), log=log, env={"USE_RAY": "1"})  # how many workers: unsaid
     assert (switched_on.derived.sharded_by, switched_on.derived.world_size) == ("ray", None)
     for facts in (ray, fsdp):

@@ -59,7 +59,10 @@ def _point(case: dict[str, Any], cases: list[dict[str, Any]]) -> tuple[Point, An
 def _pairs() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     cases = _cases()
     names = sorted({c["pair"] for c in cases})
-    return [(n, *(next(c for c in cases if c["pair"] == n and c["role"] == r) for r in ("fit", "predict"))) for n in names]
+    return [
+        (n, *(next(c for c in cases if c["pair"] == n and c["role"] == r) for r in ("fit", "predict")))
+        for n in names
+    ]
 
 
 @pytest.mark.parametrize(("pair", "fit_case", "predict_case"), _pairs(), ids=[p[0] for p in _pairs()])
@@ -148,12 +151,17 @@ def test_a_calibrated_estimate_says_which_constants_came_from_calibration() -> N
     assert plain.calibration is None
     assert tuned.calibration is not None
     assert tuned.calibration["from_calibration"] == ["activation_scale", "context_mib"]
-    assert "calibrated by trial trials/probe-b4: predicted 7.91 GiB, measured 7.81 GiB" in tuned.calibration["text"]["en"]
+    assert (
+        "calibrated by trial trials/probe-b4: predicted 7.91 GiB, measured 7.81 GiB"
+        in tuned.calibration["text"]["en"]
+    )
     assert "已按试跑" in tuned.calibration["text"]["zh"]
     assert tuned.terms["logits_loss"] == pytest.approx(plain.terms["logits_loss"] * 0.5, rel=1e-3)
     assert tuned.terms["weights"] == plain.terms["weights"]
     low, _high = tuned.expected_nvidia_smi_mib
     assert low == pytest.approx(tuned.peak_allocated_mib * 1.03 + 700.0, abs=1.0)
-    again = estimate(config, model, data=data, calibration=calibration_of(tuned))  # what-ifs keep the calibration
+    again = estimate(
+        config, model, data=data, calibration=calibration_of(tuned)
+    )  # what-ifs keep the calibration
     assert again.terms == tuned.terms and again.expected_nvidia_smi_mib == tuned.expected_nvidia_smi_mib
     assert calibration_of(plain) is None

@@ -68,7 +68,10 @@ def test_fit_bad_input_exits_two(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert run_verb("fit", ["--config", str(COURSE), "--out", str(tmp_path / "f"), "--margin", "1.5"]) == 2
     assert "--margin" in capsys.readouterr().err
     (tmp_path / "taken").mkdir()
-    assert run_verb("fit", ["--config", str(COURSE), "--out", str(tmp_path / "taken"), "--gpu-mib", "32510"]) == 2
+    assert (
+        run_verb("fit", ["--config", str(COURSE), "--out", str(tmp_path / "taken"), "--gpu-mib", "32510"])
+        == 2
+    )
     assert "exists" in capsys.readouterr().err
     assert run_verb("fit", ["--config", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "g")]) == 2
     assert not (tmp_path / "f").exists() and not (tmp_path / "g").exists()
@@ -92,4 +95,6 @@ def test_the_report_names_the_tries_and_the_winner_in_both_languages() -> None:
     assert "llamafactory-cli train fit/config.yaml" in en and "trials/probe-b2" in en
     assert "结果:单卡 batch 2,梯度累积 16" in zh and "保持不变" in zh
     data = result.to_json()
-    assert data["probes"] == 2 and data["effective_batch_kept"] is True and data["effective_batch_after"] == 32
+    assert (
+        data["probes"] == 2 and data["effective_batch_kept"] is True and data["effective_batch_after"] == 32
+    )

@@ -39,3 +39,17 @@ LF_7781 = (
 )
 def test_world_size_in_a_launcher_line(line: str, expected: int | None) -> None:
     assert world_size_in(line) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("--nproc_per_node" + " " * 16_000 + "x", None),  # a whitespace run with nothing after it
+        ("--nproc_per_node" + " " * 16_000 + "4", 4),
+        ("WORLD_SIZE=" + "9" * 5_000, None),  # not a count: more digits than any world size
+        ("torchrun --nproc_per_node " + "8" * 12 + " train.py", None),
+    ],
+    ids=["spaces-then-text", "spaces-then-count", "5000-digits", "12-digits"],
+)
+def test_hostile_lines_state_no_count_and_stay_cheap(line: str, expected: int | None) -> None:
+    assert world_size_in(line) == expected

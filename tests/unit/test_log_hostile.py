@@ -127,6 +127,9 @@ def test_3000_glued_bars_on_one_line() -> None:
         "GPU " + "1" * 5000 + ": NVIDIA A100 (UUID: GPU-1)",
         "9" * 5000 + " pytorch allocator cache flushes since last step",
         "GPU type: NVIDIA" + " " * 100_000 + "x",
+        "torchrun --nproc_per_node" + " " * 16_000 + "x",
+        "WORLD_SIZE" + " " * 16_000 + "x",
+        "torchrun --nproc_per_node " + "8" * 5000,
     ],
     ids=lambda s: s[:30],
 )

@@ -154,3 +154,41 @@ def test_a_line_without_a_needle_changes_nothing_the_gaps_drop() -> None:
         assert after == fresh, line
         checked += 1
     assert checked > 100
+
+
+def test_the_re_fallback_reads_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where google-re2 is not installed the needles are searched with ``re``: same windows, same facts."""
+    import re
+
+    from oomdoctor.facts import log_needles
+
+    pattern = re.compile(
+        b"|".join(re.escape(n) for n in log_needles.needle_bytes(log_needles._cached_needles()))
+    )
+    monkeypatch.setattr(log_window, "hit_pattern", lambda: pattern)
+    for path in CASE_LOGS[:8] + [ROOT / "configs" / "demo" / "train.log"]:
+        old, new = _both(path, TINY)
+        assert new == old
+
+
+def test_dense_hits_and_a_header_far_from_its_frames(tmp_path: Path) -> None:
+    """Every line a hit (windows merge into one), and a traceback whose frame is further from its header
+    than a margin (the header's window still reaches it)."""
+    dense = tmp_path / "dense.log"
+    dense.write_text(
+        "".join(f"[INFO] step {i}: world size 8, Error count 0\n" for i in range(300))
+        + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n",
+        encoding="utf-8",
+    )
+    far = tmp_path / "far.log"
+    far.write_text(
+        "x = 1\nOutOfMemoryError      Traceback (most recent call last)\n"
+        + "".join(f"    {n} plain context line\n" for n in range(7))
+        + "[/usr/lib/python3/accelerate/utils/operations.py](https://localhost:8080/#) in _convert_to_fp32(t)\n"
+        + "--> 781         return tensor.float()\n\n"
+        + "OutOfMemoryError: CUDA out of memory. Tried to allocate 9.47 GiB.\n",
+        encoding="utf-8",
+    )
+    for path in (dense, far):
+        old, new = _both(path, TINY)
+        assert new == old

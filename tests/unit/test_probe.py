@@ -60,7 +60,9 @@ def _config(tmp_path: Path, data: Path, **extra: Any) -> Path:
 
 
 def _digest(folder: Path) -> str:
-    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())).hexdigest()
+    return hashlib.sha256(
+        b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+    ).hexdigest()
 
 
 def test_the_derived_dataset_puts_the_longest_rows_first(tmp_path: Path) -> None:
@@ -76,7 +78,9 @@ def test_the_derived_dataset_puts_the_longest_rows_first(tmp_path: Path) -> None
     want = sorted(range(len(source)), key=lambda i: -lengths["tiny_train"][i])[:8]
     assert train == [source[i] for i in want]
     assert plan.longest_tokens == max(lengths["tiny_train"])
-    evaluation = [json.loads(line) for line in (plan.data_dir / f"{EVAL_NAME}.jsonl").read_text().splitlines()]
+    evaluation = [
+        json.loads(line) for line in (plan.data_dir / f"{EVAL_NAME}.jsonl").read_text().splitlines()
+    ]
     assert len(evaluation) == 3 and plan.eval_longest_tokens == max(lengths["tiny_val"])
     info = json.loads((plan.data_dir / "dataset_info.json").read_text())
     assert info[TRAIN_NAME] == {"file_name": f"{TRAIN_NAME}.jsonl", "columns": {"prompt": "instruction",
@@ -99,7 +103,9 @@ def test_val_size_packing_and_grouping_are_said(tmp_path: Path) -> None:
     text = " ".join(note["en"] for note in plan.how)
     assert "val_size 0.1" in text and "packing is on" in text and "group_by_length is on" in text
     # packed: enough of the longest rows to fill 2 x 2 sequences of cutoff_len 40, not just 4 rows
-    counts = sorted((min(n, 40) for n in words(read_config(path), ["tiny_train"])["tiny_train"]), reverse=True)
+    counts = sorted(
+        (min(n, 40) for n in words(read_config(path), ["tiny_train"])["tiny_train"]), reverse=True
+    )
     kept = sum(len(part.rows) for part in plan.train)
     assert sum(counts[:kept]) >= 4 * 40 > sum(counts[: kept - 1])
 
@@ -156,7 +162,10 @@ def test_recorded_vram_at_the_first_step_and_the_first_eval(tmp_path: Path) -> N
              {"current_steps": 2, "loss": 1.9, "vram_allocated": 7.6, "vram_reserved": 9.1},
              {"current_steps": 2, "eval_loss": 1.8, "vram_allocated": 8.2, "vram_reserved": 10.0}]  # fmt: skip
     log.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    assert read_vram(log) == {"train": {"allocated": 7.5, "reserved": 9.0}, "eval": {"allocated": 8.2, "reserved": 10.0}}
+    assert read_vram(log) == {
+        "train": {"allocated": 7.5, "reserved": 9.0},
+        "eval": {"allocated": 8.2, "reserved": 10.0},
+    }
 
 
 def test_run_trial_probe_records_milestones(tmp_path: Path) -> None:
@@ -174,10 +183,14 @@ def test_run_trial_probe_records_milestones(tmp_path: Path) -> None:
     assert [m["name"] for m in record["milestones"] if m["passed"]] == ["load", "longest_batch",
         "optimizer_step", "eval", "save"]  # fmt: skip
     assert record["probe"]["micro_batch"] == 2 and record["probe"]["eval_batch"] == 3
-    assert "calibration_error" in record  # the fake's model "tiny" has no config.json: no calibration, no crash
+    assert (
+        "calibration_error" in record
+    )  # the fake's model "tiny" has no config.json: no calibration, no crash
 
 
 def test_trial_folder_names() -> None:
     folder = TrialFolder.at("/t/run")
-    assert folder.result == Path("/t/run/result.json") and folder.trainer_log == Path("/t/run/output/trainer_log.jsonl")
+    assert folder.result == Path("/t/run/result.json") and folder.trainer_log == Path(
+        "/t/run/output/trainer_log.jsonl"
+    )
     assert folder.probe_data.name == "probe-data" and folder.calibration.name == "calibration.json"

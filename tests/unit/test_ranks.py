@@ -79,3 +79,43 @@ def test_a_folder_of_per_node_logs_is_one_run(tmp_path: Path) -> None:
     log = read_run_log(tmp_path)
     assert log.oom and log.rank == 8
     assert log.ranks.first == "node1/rank8" and log.ranks.torn_down == ("node0/rank0",)
+
+
+def _big_run(oom_early: bool) -> str:
+    """Two ranks' per-step lines past the size the report reads whole, with rank 3's failure either among the
+    last lines or thousands of lines before them."""
+    steps = "".join(f"[rank{r}]: {{'loss': 1.{i % 97:02d}, 'grad_norm': 0.5, 'epoch': 0.{i}}}\n"
+                    for i in range(12_000) for r in (0, 1))  # fmt: skip
+    failure, teardown = TORN_DOWN.split("[rank1]:[E1201", 1)
+    if oom_early:
+        return failure + steps + "[rank1]:[E1201" + teardown
+    return steps + TORN_DOWN
+
+
+def test_a_big_log_gives_the_report_its_whole_text_gives(monkeypatch) -> None:
+    import oomdoctor.facts.ranks as ranks
+
+    for oom_early in (False, True):
+        text = _big_run(oom_early)
+        assert len(text) > ranks.WHOLE_TEXT_CHARS
+        fast = rank_report(text)
+        monkeypatch.setattr(ranks, "WHOLE_TEXT_CHARS", len(text) + 1)
+        whole = rank_report(text)
+        monkeypatch.undo()
+        assert fast is not None and whole is not None
+        assert (fast.first, fast.oomed, set(fast.torn_down), fast.root_cause_rank) == (
+            whole.first, whole.oomed, set(whole.torn_down), whole.root_cause_rank,
+        )  # fmt: skip
+        assert fast.first == "rank3" and fast.root_cause_rank == 3
+
+
+def test_a_log_file_with_a_wrapped_message_is_read_reassembled(tmp_path: Path) -> None:
+    # the message of the two-rank CPU test, hard-wrapped at 80 columns as a terminal copy leaves it
+    message = OOM.format(gpu=0)
+    path = tmp_path / "wrapped.log"
+    path.write_text(
+        "\n".join(message[i : i + 80] for i in range(0, len(message), 80)) + "\n", encoding="utf-8"
+    )
+    log = read_run_log(path)
+    assert log.capacity_mib == 39.38 * 1024 and log.allocated_mib == 35.10 * 1024
+    assert log.reserved_unallocated_mib == 2.40 * 1024 and log.path == str(path)

@@ -100,6 +100,7 @@ def test_patching_inside_the_user_tree_adds_only_the_new_folder(user_tree, monke
         "trials",
         "trials/cutoff-1024",
         "trials/cutoff-1024/change.json",
+        "trials/cutoff-1024/command.sh",
         "trials/cutoff-1024/config.yaml",
     ]
     assert {k: v for k, v in after.items() if k in before and k != "."} == before

@@ -10,10 +10,14 @@ import argparse
 import json
 import sys
 import time
+from typing import TYPE_CHECKING, TextIO
 
 from oomdoctor.commands._inputs import add_json, positive_int
 from oomdoctor.errors import EXIT_OK
 from oomdoctor.i18n import Lang, help_text, msg
+
+if TYPE_CHECKING:
+    from oomdoctor.facts.types import DataFacts
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +41,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 class ProgressLine:
     """Rewrites one stderr line at most every ``interval_s`` (always the first and the last update)."""
 
-    def __init__(self, lang: Lang, stream=None, interval_s: float = 0.5) -> None:
+    def __init__(self, lang: Lang, stream: TextIO | None = None, interval_s: float = 0.5) -> None:
         self.lang = lang
         self.stream = stream if stream is not None else sys.stderr
         self.interval_s = interval_s
@@ -78,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def report(data, *, config_path: str, datasets: str, template: str | None, lang: Lang) -> str:
+def report(data: DataFacts, *, config_path: str, datasets: str, template: str | None, lang: Lang) -> str:
     """The lengths as text a person reads in a terminal."""
 
     def n(value: int | None) -> str:

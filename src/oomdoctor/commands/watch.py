@@ -135,6 +135,14 @@ def render_frame(
     return "\n".join(lines)
 
 
+def _wait_for_frame(stop: threading.Event, due: float, interval_s: float, clock: Callable[[], float]) -> bool:
+    """Wait until the next frame is due (drift-corrected: a slow frame skips, never bunches); True when stopped."""
+    now = clock()
+    while due < now:
+        due += interval_s
+    return stop.wait(due - now)
+
+
 def watch(
     source: Any,
     *,
@@ -166,11 +174,7 @@ def watch(
             shown += 1
             if once or (frames is not None and shown >= frames):
                 return EXIT_OK
-            due = start + shown * interval_s  # drift-corrected; a slow frame skips, never bunches
-            now = clock()
-            while due < now:
-                due += interval_s
-            if stop.wait(due - now):
+            if _wait_for_frame(stop, start + shown * interval_s, interval_s, clock):
                 return EXIT_OK
     except KeyboardInterrupt:
         return EXIT_OK
@@ -230,11 +234,7 @@ def watch_run(
                 return EXIT_FAILED if diagnosis.get("oom") else EXIT_OK
             if once:
                 return EXIT_OK
-            due = start + shown * interval_s
-            now = clock()
-            while due < now:
-                due += interval_s
-            if stop.wait(due - now):
+            if _wait_for_frame(stop, start + shown * interval_s, interval_s, clock):
                 return EXIT_OK
     except KeyboardInterrupt:
         return EXIT_OK

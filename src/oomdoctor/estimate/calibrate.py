@@ -35,7 +35,13 @@ from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
 from oomdoctor.i18n import both, msg
 
 SCHEMA = 1
-CONSTANTS = ("activation_scale", "eval_activation_scale", "reserve_factor", "context_mib", "variable_length_creep")
+CONSTANTS = (
+    "activation_scale",
+    "eval_activation_scale",
+    "reserve_factor",
+    "context_mib",
+    "variable_length_creep",
+)
 RUN_KINDS = ("nvidia-smi-run", "reserved-run")  # whole-run maxima of a run with variable lengths
 LIBRARIES = ("torch", "transformers", "peft", "llamafactory")
 HOST_CARD = "host"  # the setting's card when the trial ran without an NVIDIA GPU (memory is the RSS)
@@ -110,7 +116,10 @@ class Calibration:
     def from_json(cls, data: Mapping[str, Any]) -> Calibration:
         return cls(
             setting=dict(data["setting"]),
-            constants={**default_constants(), **{k: float(v) for k, v in data["constants"].items() if k in CONSTANTS}},
+            constants={
+                **default_constants(),
+                **{k: float(v) for k, v in data["constants"].items() if k in CONSTANTS},
+            },
             fitted=[str(k) for k in data.get("fitted", [])],
             trial=data.get("trial"),
             source=data.get("source"),
@@ -146,7 +155,9 @@ def library_versions() -> dict[str, str | None]:
     return found
 
 
-def setting_of(config: ConfigFacts, card: str | None, versions: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+def setting_of(
+    config: ConfigFacts, card: str | None, versions: Mapping[str, str | None] | None = None
+) -> dict[str, Any]:
     """What must agree for a calibration to apply: model, precision, method, quantization, attention, card,
     library versions. Batch sizes and lengths may differ: that is what the calibrated estimate predicts."""
     return {
@@ -190,9 +201,15 @@ def save(calibration: Calibration, trial_file: Path | None = None) -> Path:
     return target
 
 
-def find_calibration(config: ConfigFacts, card: str | None, versions: Mapping[str, str | None] | None = None) -> Calibration | None:
-    """The stored calibration of this setting, if a trial made one (None when none, or unreadable)."""
-    path = cache_dir() / f"{setting_id(setting_of(config, card, versions))}.json"
+def find_calibration(
+    config: ConfigFacts, card: str | None, versions: Mapping[str, str | None] | None = None
+) -> Calibration | None:
+    """The stored calibration of this setting, if a trial made one (None when none, or unreadable). With no
+    calibration stored at all, nothing is looked up (reading the libraries' versions costs a start ~30 ms)."""
+    folder = cache_dir()
+    if not folder.is_dir() or next(folder.glob("*.json"), None) is None:
+        return None
+    path = folder / f"{setting_id(setting_of(config, card, versions))}.json"
     try:
         return Calibration.from_json(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError):
@@ -202,7 +219,9 @@ def find_calibration(config: ConfigFacts, card: str | None, versions: Mapping[st
 # --- Fitting -------------------------------------------------------------------------------------------------
 
 
-def split_phases(config: ConfigFacts, model: ModelFacts, data: DataFacts | None) -> dict[str, tuple[float, float]]:
+def split_phases(
+    config: ConfigFacts, model: ModelFacts, data: DataFacts | None
+) -> dict[str, tuple[float, float]]:
     """Each phase's allocated peak as (static, per_token) MiB: the estimator at activation factor 0 and 1."""
     from oomdoctor.estimate.memory import estimate
 
@@ -211,7 +230,9 @@ def split_phases(config: ConfigFacts, model: ModelFacts, data: DataFacts | None)
     return {p: (zero.phases[p], max(0.0, one.phases[p] - zero.phases[p])) for p in one.phases}
 
 
-def run_point(config: ConfigFacts, model: ModelFacts, data: DataFacts | None, kind: str, measured_mib: float) -> Point:
+def run_point(
+    config: ConfigFacts, model: ModelFacts, data: DataFacts | None, kind: str, measured_mib: float
+) -> Point:
     """A whole run's maximum (nvidia-smi, or torch's reserved) as a point linear in the creep factor: the
     estimator's band high end at creep 1 and 2 (the creep term dominates there)."""
     from oomdoctor.estimate.memory import estimate
@@ -303,7 +324,9 @@ def fit(points: Sequence[Point], defaults: Mapping[str, float]) -> tuple[dict[st
             constants["reserve_factor"] = max(p.measured_mib for p in reserved) / top_alloc
             fitted.append("reserve_factor")
     if reserved and smi:
-        constants["context_mib"] = max(0.0, max(p.measured_mib for p in smi) - max(p.measured_mib for p in reserved))
+        constants["context_mib"] = max(
+            0.0, max(p.measured_mib for p in smi) - max(p.measured_mib for p in reserved)
+        )
         fitted.append("context_mib")
     if rss:
         constants["reserve_factor"] = 1.0
@@ -311,7 +334,9 @@ def fit(points: Sequence[Point], defaults: Mapping[str, float]) -> tuple[dict[st
         if load:
             constants["context_mib"] = max(0.0, load[0].measured_mib - load[0].static_mib)
             fitted.append("context_mib")
-        fitted += _fit_scales(_new_peaks([p for p in rss if p.phase != "load"]), constants, constants["context_mib"], 1.0)
+        fitted += _fit_scales(
+            _new_peaks([p for p in rss if p.phase != "load"]), constants, constants["context_mib"], 1.0
+        )
     if not allocated and not rss and (reserved or smi):
         offset = constants["context_mib"] if smi and not reserved else 0.0
         constants["reserve_factor"] = 1.0
@@ -320,7 +345,9 @@ def fit(points: Sequence[Point], defaults: Mapping[str, float]) -> tuple[dict[st
     return constants, sorted(set(fitted), key=CONSTANTS.index)
 
 
-def _fit_scales(points: Sequence[Point], constants: dict[str, float], offset: float, reserve: float) -> list[str]:
+def _fit_scales(
+    points: Sequence[Point], constants: dict[str, float], offset: float, reserve: float
+) -> list[str]:
     """Fit the training factor on the training points and the eval factor on the eval points (the eval one
     follows the training one when no eval point raised the peak). Returns the names fitted."""
     fitted: list[str] = []
@@ -370,12 +397,19 @@ def calibrate(points: Sequence[Point], defaults: Mapping[str, float], *, setting
     before = cumulative_predictions(points, defaults)
     after = cumulative_predictions(points, constants)
     rows = [
-        {"phase": p.phase, "kind": p.kind, "measured_mib": round(p.measured_mib, 1),
-         "before_mib": round(b, 1), "after_mib": round(a, 1)}  # fmt: skip
+        {
+            "phase": p.phase,
+            "kind": p.kind,
+            "measured_mib": round(p.measured_mib, 1),
+            "before_mib": round(b, 1),
+            "after_mib": round(a, 1),
+        }  # fmt: skip
         for p, b, a in zip(points, before, after, strict=True)
     ]
     rounded = {k: round(v, 4) for k, v in constants.items()}
-    return Calibration(setting=setting, constants=rounded, fitted=fitted, trial=trial, source=source, points=rows)
+    return Calibration(
+        setting=setting, constants=rounded, fitted=fitted, trial=trial, source=source, points=rows
+    )
 
 
 def default_constants() -> dict[str, float]:

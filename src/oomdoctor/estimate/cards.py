@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from oomdoctor.datafiles import load_data_file
+from oomdoctor.datafiles import load_data_mapping
 from oomdoctor.errors import BadInput
 from oomdoctor.i18n import msg
 
@@ -24,7 +24,7 @@ class Card:
 
 @lru_cache(maxsize=1)
 def _cards() -> dict[str, Any]:
-    return load_data_file(_CARDS_PATH)
+    return load_data_mapping(_CARDS_PATH)
 
 
 def _normalise(text: str) -> str:

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from oomdoctor.datafiles import load_data_file
+from oomdoctor.datafiles import load_data_mapping
 from oomdoctor.errors import BadInput
 from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
@@ -67,7 +67,7 @@ _ALL_LINEARS = ("q", "k", "v", "o", "gate", "up", "down")
 @lru_cache(maxsize=1)
 def constants() -> dict[str, Any]:
     """The memory model's numbers (memory_model.yaml), read once."""
-    return load_data_file(_MODEL_PATH)
+    return load_data_mapping(_MODEL_PATH)
 
 
 def round_up(value: int, multiple: int) -> int:

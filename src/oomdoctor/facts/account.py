@@ -254,7 +254,7 @@ def _others_text(acc: Account) -> dict[str, str]:
     """The listed processes that are not this run, with whose they are (empty when none)."""
     from oomdoctor.i18n import both
 
-    parts = {"en": [], "zh": []}
+    parts: dict[str, list[str]] = {"en": [], "zh": []}
     for p in acc.listed:
         one = both(f"acct_whose_{p.whose}", pid=p.pid, mib=_m(p.mib))
         for lang in parts:

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from oomdoctor import inputs
-from oomdoctor.datafiles import load_data_file
-from oomdoctor.errors import BadInput
+from oomdoctor.datafiles import load_data_mapping
+from oomdoctor.errors import BadInput, one_line
 from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import msg
 
@@ -32,7 +32,7 @@ _SNIFF_BYTES = 8192
 @functools.lru_cache(maxsize=1)
 def lf_knowledge() -> dict[str, Any]:
     """The parsed ``lf_defaults.yaml``: defaults, known keys, DeepSpeed naming, path keys."""
-    return load_data_file(_KNOWLEDGE_FILE)
+    return load_data_mapping(_KNOWLEDGE_FILE)
 
 
 def lf_defaults() -> dict[str, Any]:
@@ -55,7 +55,7 @@ def read_config_text(path: str | os.PathLike[str], *, what: str = "config") -> s
     """
     p = Path(path)
     data = inputs.read_bytes(p, what=what, max_bytes=inputs.MAX_BYTES["config"])
-    shown = inputs.one_line(p)
+    shown = one_line(p)
     if b"\x00" in data[:_SNIFF_BYTES]:
         raise BadInput(msg("config_binary", None, path=shown))
     try:
@@ -73,7 +73,7 @@ def load_yaml_mapping(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The config as a plain dict (PyYAML's safe constructors, aliases and depth bounded); BadInput when it
     is not a YAML mapping."""
     p = Path(path)
-    shown = inputs.one_line(p)
+    shown = one_line(p)
     raw = inputs.load_yaml(read_config_text(p), path=shown)
     if raw is None:
         raise BadInput(msg("config_empty", None, path=shown))
@@ -115,8 +115,8 @@ class _Coerce:
             msg(
                 "config_bad_value",
                 None,
-                path=inputs.one_line(self.path),
-                field=inputs.one_line(key),
+                path=one_line(self.path),
+                field=one_line(key),
                 value=inputs.Shown(self.raw.get(key)),
                 expected=expected,
                 expected_zh=expected_zh,
@@ -248,19 +248,19 @@ def read_deepspeed(value: Any, base_dir: Path | None, *, config_path: str) -> di
         return _ds_result("<inline>", None, True, stage, opt, par)
     text = str(value).strip()
     if text.startswith("{"):
-        inline = inputs.load_json(text, path=f"{inputs.one_line(config_path)}: deepspeed")
+        inline = inputs.load_json(text, path=f"{one_line(config_path)}: deepspeed")
         if not isinstance(inline, dict):
-            raise BadInput(msg("deepspeed_malformed", None, path=inputs.one_line(config_path), detail="not a JSON object"))
+            raise BadInput(msg("deepspeed_malformed", None, path=one_line(config_path), detail="not a JSON object"))
         stage, opt, par = _from_deepspeed_json(inline)
         return _ds_result("<inline>", None, True, stage, opt, par)
     if not _could_be_a_path(text):
-        raise BadInput(msg("deepspeed_malformed", None, path=inputs.one_line(config_path), detail="deepspeed is neither a JSON object nor a file name"))
+        raise BadInput(msg("deepspeed_malformed", None, path=one_line(config_path), detail="deepspeed is neither a JSON object nor a file name"))
     for candidate in _deepspeed_candidates(text, base_dir):
         if _present(candidate):  # a FIFO, a folder or a dangling link there is refused, not skipped
             body = read_config_text(candidate, what="DeepSpeed config")
-            ds = inputs.load_json(body, path=f"DeepSpeed config {inputs.one_line(candidate)}")
+            ds = inputs.load_json(body, path=f"DeepSpeed config {one_line(candidate)}")
             if not isinstance(ds, dict):
-                raise BadInput(msg("deepspeed_malformed", None, path=inputs.one_line(candidate), detail="not a JSON object"))
+                raise BadInput(msg("deepspeed_malformed", None, path=one_line(candidate), detail="not a JSON object"))
             stage, opt, par = _from_deepspeed_json(ds)
             return _ds_result(text, str(candidate.resolve()), True, stage, opt, par)
     stage, opt, par = deepspeed_from_name(text)

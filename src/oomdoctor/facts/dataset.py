@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from oomdoctor.errors import BadInput
+from oomdoctor.errors import BadInput, one_line
 from oomdoctor.facts.types import ConfigFacts, DataFacts
 from oomdoctor.i18n import in_lang, msg
 
@@ -224,7 +224,10 @@ def _lf_counter(config: ConfigFacts) -> Iterator[_Counter]:
 
         def split(train: Any, evaluation: Any) -> tuple[dict[str, Any], dict[str, Any]]:
             try:
-                return split_dataset(train, evaluation, data_args, seed=training_args.seed)
+                parts: tuple[dict[str, Any], dict[str, Any]] = split_dataset(
+                    train, evaluation, data_args, seed=training_args.seed
+                )
+                return parts
             except (OSError, ValueError, KeyError) as err:
                 raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
 
@@ -290,7 +293,7 @@ def read_lengths_file(path: str | Path) -> DataFacts:
     from oomdoctor import inputs
 
     p = Path(path)
-    shown = inputs.one_line(p)
+    shown = one_line(p)
     if not p.exists():
         raise BadInput(msg("file_missing", None, what="lengths file", what_zh="长度文件", path=shown))
     try:
@@ -327,8 +330,8 @@ def dataset_files_inside(dataset_dir: Path, names: Sequence[str]) -> dict[str, P
         file_name = entry["file_name"]
         target = (dataset_dir / file_name).resolve()
         if not target.is_relative_to(base):
-            raise BadInput(msg("in_escapes", None, path=inputs.one_line(info_path), key=f"{inputs.one_line(name)}.file_name",
-                               value=inputs.one_line(file_name), base=inputs.one_line(base)))  # fmt: skip
+            raise BadInput(msg("in_escapes", None, path=one_line(info_path), key=f"{one_line(name)}.file_name",
+                               value=one_line(file_name), base=one_line(base)))  # fmt: skip
         found[name] = target
     return found
 

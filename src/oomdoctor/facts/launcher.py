@@ -19,23 +19,26 @@ import re
 
 # Cheap test before the patterns below: the line names a launcher count at all.
 HINT = re.compile(r"nproc|NPROC|num[_-]gpus|num[_-]processes|Num processes|WORLD_SIZE|[Ww]orld[ _][Ss]ize")
-_SEP = r"""['"]?\s*(?:=|:|\s|,)\s*['"]?"""  # "--x 8", "--x=8", "'--x', '8'", "'X': '8'"
+# "--x 8", "--x=8", "'--x', '8'", "'X': '8'"; never two unbounded runs of spaces side by side (a hostile line
+# of spaces must not make the match quadratic)
+_SEP = r"""['"]?(?:\s*[=:,]\s*|\s+)['"]?"""
+# Counts are at most nine digits: a hostile 5,000-digit "number" is no count (and never reaches int()).
 # (per-node count, node count that multiplies it), most specific first
 _PER_NODE: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = (
-    (re.compile(rf"--nproc[_-]per[_-]node{_SEP}(\d+)\b"), re.compile(rf"--nnodes{_SEP}(\d+)\b")),
-    (re.compile(r"\bNPROC_PER_NODE=['\"]?(\d+)\b"), re.compile(r"\bNNODES=['\"]?(\d+)\b")),
-    (re.compile(rf"--num[_-]gpus{_SEP}(\d+)\b"), re.compile(rf"--num[_-]nodes{_SEP}(\d+)\b")),
+    (re.compile(rf"--nproc[_-]per[_-]node{_SEP}(\d{{1,9}})\b"), re.compile(rf"--nnodes{_SEP}(\d{{1,9}})\b")),
+    (re.compile(r"\bNPROC_PER_NODE=['\"]?(\d{1,9})\b"), re.compile(r"\bNNODES=['\"]?(\d{1,9})\b")),
+    (re.compile(rf"--num[_-]gpus{_SEP}(\d{{1,9}})\b"), re.compile(rf"--num[_-]nodes{_SEP}(\d{{1,9}})\b")),
 )
 _TOTAL: tuple[re.Pattern[str], ...] = (
-    re.compile(r"\bdist_world_size=(\d+)\b"),
-    re.compile(rf"--num[_-]processes{_SEP}(\d+)\b"),
-    re.compile(r"\bNum processes:\s*(\d+)\b"),
-    re.compile(rf"\bWORLD_SIZE{_SEP}(\d+)\b"),
-    re.compile(r"\bworld[ _]size\s*[:=]\s*(\d+)\b", re.IGNORECASE),
-    re.compile(r"\bworld_size\s*\.{3,}\s*(\d+)\b"),  # DeepSpeed's config dump: "world_size ...... 8"
+    re.compile(r"\bdist_world_size=(\d{1,9})\b"),
+    re.compile(rf"--num[_-]processes{_SEP}(\d{{1,9}})\b"),
+    re.compile(r"\bNum processes:\s*(\d{1,9})\b"),
+    re.compile(rf"\bWORLD_SIZE{_SEP}(\d{{1,9}})\b"),
+    re.compile(r"\bworld[ _]size\s*[:=]\s*(\d{1,9})\b", re.IGNORECASE),
+    re.compile(r"\bworld_size\s*\.{3,}\s*(\d{1,9})\b"),  # DeepSpeed's config dump: "world_size ...... 8"
 )
 # An elastic node range (--nnodes 1:2) leaves the count to the rendezvous: no count is stated.
-_ELASTIC = re.compile(rf"--nnodes{_SEP}\d+:\d+")
+_ELASTIC = re.compile(rf"--nnodes{_SEP}\d{{1,9}}:\d{{1,9}}")
 
 
 def world_size_in(line: str) -> int | None:

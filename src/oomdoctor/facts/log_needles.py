@@ -18,14 +18,15 @@ import contextlib
 import functools
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 try:  # Python 3.11+
     from re import _constants as _c  # type: ignore[attr-defined]
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _c  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+    import sre_constants as _c
+    import sre_parse as _sre_parse
 
 Option = frozenset[str]
 _REPEATS = tuple(
@@ -60,18 +61,19 @@ def _sequence(items: list[tuple[object, object]]) -> Option | None:
     return max(options, key=_score, default=None)
 
 
-def _item(op: object, av: object) -> Option | None:
+def _item(op: object, av: Any) -> Option | None:
+    """The literals an item of a parsed regex requires (``av`` is sre_parse's argument tuple for ``op``)."""
     if op is _c.SUBPATTERN:
-        _group, add_flags, _del_flags, body = av  # type: ignore[misc]
-        return None if add_flags & re.IGNORECASE else _sequence(list(body))
+        _group, add_flags, _del_flags, body = av
+        return None if int(add_flags) & re.IGNORECASE else _sequence(list(body))
     if op is _c.BRANCH:
-        subs = [_sequence(list(b)) for b in av[1]]  # type: ignore[index]
-        return frozenset().union(*subs) if all(subs) else None  # type: ignore[arg-type]
+        subs = [_sequence(list(b)) for b in av[1]]
+        return frozenset().union(*[x for x in subs if x]) if all(subs) else None
     if op in _REPEATS:
-        low, _high, body = av  # type: ignore[misc]
-        return _sequence(list(body)) if low >= 1 else None
+        low, _high, body = av
+        return _sequence(list(body)) if int(low) >= 1 else None
     if op is getattr(_c, "ATOMIC_GROUP", None):
-        return _sequence(list(av))  # type: ignore[call-overload]
+        return _sequence(list(av))
     return None
 
 
@@ -99,11 +101,10 @@ def needle_bytes(needles: Iterable[str]) -> list[bytes]:
         if not n.isascii():
             with contextlib.suppress(UnicodeEncodeError):
                 out.add(n.encode("gbk"))
-    ordered = sorted(out, key=len)
     kept: list[bytes] = []
-    for n in ordered:
-        if not any(k in n for k in kept):
-            kept.append(n)
+    for needle in sorted(out, key=len):
+        if not any(k in needle for k in kept):
+            kept.append(needle)
     return sorted(kept, key=len, reverse=True)
 
 
@@ -142,17 +143,41 @@ def _scanner_needles() -> list[str] | None:
     return needles
 
 
+def _cached_needles() -> list[str] | None:
+    """The needles, derived once per content of the files they come from (kept in the user cache: parsing
+    some thirty regexes costs a start more than reading a small JSON entry)."""
+    from oomdoctor import usercache
+    from oomdoctor.facts import launcher, log_scan
+    from oomdoctor.facts.log_tables import MARKERS_FILE
+
+    sources = [Path(__file__), Path(log_scan.__file__), Path(launcher.__file__), MARKERS_FILE]
+    try:
+        key = usercache.content_key("log-needles", [(p.name, p.read_bytes()) for p in sources])
+    except OSError:
+        return _scanner_needles()
+    cached = usercache.read("log-needles", key)
+    if isinstance(cached, dict) and "needles" in cached:
+        value = cached["needles"]
+        if value is None:
+            return None
+        if isinstance(value, list) and all(isinstance(x, str) for x in value):
+            return [str(x) for x in value]
+    needles = _scanner_needles()
+    usercache.write("log-needles", key, {"needles": needles})
+    return needles
+
+
 @functools.lru_cache(maxsize=1)
 def hit_pattern() -> Any | None:
     """One compiled search for every needle (on first use), with ``.search(buf, pos, endpos)``; None when a
     regex has no needles. RE2 (google-re2) runs a literal alternation as a DFA, several times faster than
     ``re`` on text where many bytes start a needle; ``re`` serves where RE2 is not installed."""
-    needles = _scanner_needles()
+    needles = _cached_needles()
     if needles is None:
         return None
     pattern = b"|".join(re.escape(n) for n in needle_bytes(needles))
     try:
-        import re2  # type: ignore[import-not-found]
+        import re2
     except ImportError:
         return re.compile(pattern)
     options = re2.Options()

@@ -100,8 +100,13 @@ def _logits_call(code: str) -> str | None:
     """The function over the full-vocabulary logits a bare source line calls (``logits.log_softmax(-1)``)."""
     from oomdoctor.facts.logits import logits_frames
 
+    if _NOT_A_CALL.match(code) or "](" in code:
+        return None  # a definition, a numbered context line, a link to a frame: not what ran
     known = logits_frames()
     return next((name for name in reversed(_CALL.findall(code)) if name in known), None)
+
+
+_NOT_A_CALL = re.compile(r"^(?:\d+\s|(?:async\s+)?def\s|class\s)")
 
 
 # "rollout": an RL trainer generating inside its training step (a `generate` below it is not an evaluation).
@@ -155,149 +160,213 @@ def _good_steps(snap: Snapshot, jsonl_steps: int | None) -> int | None:
     return None
 
 
-def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = None) -> PhaseResult:
-    """The phase of one failure."""
-    frames = parse_frames(failure.block)
-    snap = failure.snapshot
-    good = _good_steps(snap, jsonl_steps)
-    any_steps = (good or 0) > 0 or snap.loss_dicts > 0
-    res = PhaseResult(phase="unknown", confidence="low", frames=frames, good_steps=good)
-    res.kind = _library_kind(failure.kind, frames, t)
-    if failure.line:
-        m = _ERROR_TYPE.match(failure.line)
-        res.error_type = m.group(1) if m else None
-    ev = res.evidence
-    if failure.cut:
-        ev.append(text("log_ev_cut"))
+_Hit = tuple[Frame, FrameRule | CodeRule]
 
-    context_hit: tuple[Frame, FrameRule | CodeRule] | None = None
-    compute_hit: tuple[Frame, FrameRule | CodeRule] | None = None  # innermost train / loss / forward frame
-    roles: dict[str, tuple[Frame, FrameRule | CodeRule]] = {}
+
+@dataclass
+class _Hits:
+    """The classified frames of a traceback: the innermost context frame, the innermost compute frame
+    (train / loss / forward ...) and the innermost frame of each role."""
+
+    context: _Hit | None = None
+    compute: _Hit | None = None
+    roles: dict[str, _Hit] = field(default_factory=dict)
+
+
+def _frame_hits(frames: list[Frame], t: Tables) -> _Hits:
+    hits = _Hits()
     for frame in reversed(frames):  # innermost first
         rule = _classify(frame, t)
         if rule is None:
             continue
         if rule.role == "context":
-            context_hit = context_hit or (frame, rule)
+            hits.context = hits.context or (frame, rule)
         else:
-            compute_hit = compute_hit or (frame, rule)
-        roles.setdefault(rule.role, (frame, rule))
-
-    rollout = roles.get("rollout")
+            hits.compute = hits.compute or (frame, rule)
+        hits.roles.setdefault(rule.role, (frame, rule))
+    rollout = hits.roles.get("rollout")
     if (
         rollout is not None
-        and context_hit is not None
-        and context_hit[1].phase == "eval"
-        and frames.index(rollout[0]) < frames.index(context_hit[0])
+        and hits.context is not None
+        and hits.context[1].phase == "eval"
+        and frames.index(rollout[0]) < frames.index(hits.context[0])
     ):
-        context_hit = None  # the generation below an RL rollout is the rollout, part of the training step
+        hits.context = None  # the generation below an RL rollout is the rollout, part of the training step
+    return hits
 
-    def frame_evidence(hit: tuple[Frame, FrameRule | CodeRule]) -> None:
-        ev.append(text("log_ev_frame", frame=_label(hit[0]), why=hit[1].why))
 
-    def marker_evidence() -> None:
+def decide(failure: Failure, run: Run, t: Tables, *, jsonl_steps: int | None = None) -> PhaseResult:
+    """The phase of one failure."""
+    return _Decision(failure, run, t, jsonl_steps).decide()
+
+
+class _Decision:
+    """One failure's phase, decided from its frames first, else from the log's last marker."""
+
+    def __init__(self, failure: Failure, run: Run, t: Tables, jsonl_steps: int | None) -> None:
+        self.failure, self.run, self.t = failure, run, t
+        self.frames = parse_frames(failure.block)
+        self.snap = failure.snapshot
+        self.good = _good_steps(self.snap, jsonl_steps)
+        self.any_steps = (self.good or 0) > 0 or self.snap.loss_dicts > 0
+        self.res = PhaseResult(phase="unknown", confidence="low", frames=self.frames, good_steps=self.good)
+        self.ev = self.res.evidence
+        self.hits = _frame_hits(self.frames, t)
+
+    def decide(self) -> PhaseResult:
+        failure, res = self.failure, self.res
+        res.kind = _library_kind(failure.kind, self.frames, self.t)
+        if failure.line:
+            m = _ERROR_TYPE.match(failure.line)
+            res.error_type = m.group(1) if m else None
+        if failure.cut:
+            self.ev.append(text("log_ev_cut"))
+        if not self._by_frames():
+            self._by_marker()
+        if failure.cut and not any(f.function for f in self.frames):
+            res.confidence = "low"  # not even a frame: only the log's state at the cut tells where
+        self._set_step()
+        return res
+
+    # ------------------------------------------------------------------ evidence
+    def _set(self, phase: str, confidence: str) -> None:
+        self.res.phase, self.res.confidence = phase, confidence
+
+    def _frame_evidence(self, hit: _Hit) -> None:
+        self.ev.append(text("log_ev_frame", frame=_label(hit[0]), why=hit[1].why))
+
+    def _marker_evidence(self) -> None:
+        snap = self.snap
         if snap.context_line:
             why = snap.context_why or text(f"log_ctx_{snap.context}")
-            ev.append(text("log_ev_marker", line=snap.context_line[:120], why=why))
+            self.ev.append(text("log_ev_marker", line=snap.context_line[:120], why=why))
 
-    def training() -> None:
-        if any_steps:
-            res.phase, res.confidence = "long_sample", "high"
+    def _training(self) -> None:
+        snap, good, ev = self.snap, self.good, self.ev
+        if self.any_steps:
+            self._set("long_sample", "high")
             if good and snap.train_steps_estimated and good == snap.train_steps:
-                res.confidence = "low"
+                self.res.confidence = "low"
                 ev.append(text("log_ev_steps_estimated", n=good, bar=snap.train_bar))
             elif good:
                 ev.append(text("log_ev_steps", n=good, bar=snap.train_bar or "trainer_log.jsonl"))
             else:
                 ev.append(text("log_ev_loss_dicts", n=snap.loss_dicts))
         elif snap.training_started:
-            res.phase, res.confidence = "first_batch", "high"
+            self._set("first_batch", "high")
             ev.append(text("log_ev_no_step", bar=snap.train_bar or "***** Running training *****"))
         else:
-            res.phase, res.confidence = "first_batch", "low"
+            self._set("first_batch", "low")
             ev.append(text("log_ev_no_step_info"))
 
-    after_step = roles.get("after_step")
-    if context_hit is not None:
-        res.phase, res.confidence = str(context_hit[1].phase), "high"
-        frame_evidence(context_hit)
-    elif (
-        after_step is not None
-        and compute_hit is not None
-        and compute_hit[0] is not after_step[0]
-        and (
-            compute_hit[1].role in ("loss", "forward")
-            and frames.index(compute_hit[0]) > frames.index(after_step[0])
-        )
-    ):
-        # a model forward below the after-step hook: the Trainer only evaluates there
-        res.phase, res.confidence = "eval", "high"
-        frame_evidence(compute_hit)
-        frame_evidence(after_step)
-    elif after_step is not None:
-        res.phase, res.confidence = "unknown", "low"
-        res.candidates = list(AFTER_STEP_PHASES)
-        frame_evidence(after_step)
-        ev.append(text("log_ev_after_step", n=good if good is not None else "?"))
-    elif "train" in roles or rollout is not None or ("loss" in roles and snap.context != "eval"):
-        deciding = roles.get("train") or rollout or roles["loss"]
-        if compute_hit is not None and compute_hit[0] is not deciding[0]:
-            frame_evidence(compute_hit)  # what was allocating
-        if rollout is not None and rollout[0] is not deciding[0] and rollout[0] is not compute_hit[0]:
-            frame_evidence(rollout)  # an RL rollout: what it holds is the likely cause
-        frame_evidence(deciding)  # why it is training
-        training()
-    elif "loss" in roles or "forward" in roles:
-        frame_evidence(compute_hit or roles.get("loss") or roles["forward"])
-        if snap.context == "eval":
-            res.phase, res.confidence = "eval", "high"
-            marker_evidence()
-        elif snap.context in ("train", "zero_init") or snap.training_started or any_steps:
-            training()
-        elif run.setup_seen:
-            ev.append(text("log_ev_setup", line=(run.setup_line or "")[:120], why=run.setup_why or {}))
-            training()
+    # ------------------------------------------------------------------ from the frames
+    def _by_frames(self) -> bool:
+        """The phase the traceback's frames tell; False when they tell nothing."""
+        hits, roles = self.hits, self.hits.roles
+        after_step = roles.get("after_step")
+        if hits.context is not None:
+            self._set(str(hits.context[1].phase), "high")
+            self._frame_evidence(hits.context)
+        elif after_step is not None:
+            self._after_step(after_step)
+        elif "train" in roles or "rollout" in roles or ("loss" in roles and self.snap.context != "eval"):
+            self._training_frames()
+        elif "loss" in roles or "forward" in roles:
+            self._compute_frames()
         else:
-            ev.append(text("log_ev_forward_only"))
-    else:
-        ctx = snap.context
-        if ctx == "load" and any_steps and not failure.cut:
+            return False
+        return True
+
+    def _after_step(self, after_step: _Hit) -> None:
+        compute = self.hits.compute
+        if (
+            compute is not None
+            and compute[0] is not after_step[0]
+            and compute[1].role in ("loss", "forward")
+            and self.frames.index(compute[0]) > self.frames.index(after_step[0])
+        ):
+            # a model forward below the after-step hook: the Trainer only evaluates there
+            self._set("eval", "high")
+            self._frame_evidence(compute)
+            self._frame_evidence(after_step)
+            return
+        self._set("unknown", "low")
+        self.res.candidates = list(AFTER_STEP_PHASES)
+        self._frame_evidence(after_step)
+        self.ev.append(text("log_ev_after_step", n=self.good if self.good is not None else "?"))
+
+    def _training_frames(self) -> None:
+        roles, compute = self.hits.roles, self.hits.compute
+        rollout = roles.get("rollout")
+        deciding = roles.get("train") or rollout or roles["loss"]
+        if compute is not None and compute[0] is not deciding[0]:
+            self._frame_evidence(compute)  # what was allocating
+        if (
+            rollout is not None
+            and rollout[0] is not deciding[0]
+            and (compute is None or rollout[0] is not compute[0])
+        ):
+            self._frame_evidence(rollout)  # an RL rollout: what it holds is the likely cause
+        self._frame_evidence(deciding)  # why it is training
+        self._training()
+
+    def _compute_frames(self) -> None:
+        roles, snap, run = self.hits.roles, self.snap, self.run
+        self._frame_evidence(self.hits.compute or roles.get("loss") or roles["forward"])
+        if snap.context == "eval":
+            self._set("eval", "high")
+            self._marker_evidence()
+        elif snap.context in ("train", "zero_init") or snap.training_started or self.any_steps:
+            self._training()
+        elif run.setup_seen:
+            self.ev.append(text("log_ev_setup", line=(run.setup_line or "")[:120], why=run.setup_why or {}))
+            self._training()
+        else:
+            self.ev.append(text("log_ev_forward_only"))
+
+    # ------------------------------------------------------------------ from the log's last marker
+    def _by_marker(self) -> None:
+        ctx, snap, ev, good = self.snap.context, self.snap, self.ev, self.good
+        if ctx == "load" and self.any_steps and not self.failure.cut:
             # a loading marker after completed steps: the evidence disagrees, so ask rather than guess
-            marker_evidence()
+            self._marker_evidence()
             ev.append(text("log_ev_conflict_load_steps", n=good if good is not None else snap.loss_dicts))
         elif ctx in ("load", "eval", "save"):
-            res.phase, res.confidence = ctx, "high"
-            marker_evidence()
-        elif ctx is None and failure.kind == "mmap" and not snap.training_started:
+            self._set(str(ctx), "high")
+            self._marker_evidence()
+        elif ctx is None and self.failure.kind == "mmap" and not snap.training_started:
             # mapping a library (an import) or a weights file into memory: the start of the run, loading
-            res.phase, res.confidence = "load", "high"
+            self._set("load", "high")
             ev.append(text("log_ev_mmap_at_start"))
         elif ctx == "zero_init":
-            res.phase, res.confidence = "optimizer_step", "high"
-            marker_evidence()
+            self._set("optimizer_step", "high")
+            self._marker_evidence()
         elif ctx == "train" or snap.training_started:
-            if res.kind == "killed":
-                multiple = next((k for k in t.save_step_multiples if good and good % k == 0), None)
-                if multiple is not None:
-                    res.phase, res.confidence = "save", "low"
-                    ev.append(text("log_ev_killed_save", n=good, k=multiple))
-                else:
-                    ev.append(text("log_ev_killed_training", n=good if good is not None else "?"))
-            else:
-                marker_evidence()
-                training()
+            self._training_marker()
         elif ctx == "after_train":
-            marker_evidence()
+            self._marker_evidence()
             ev.append(text("log_ev_after_train"))
-        elif not failure.cut:
+        elif not self.failure.cut:
             ev.append(text("log_ev_nothing"))
 
-    if failure.cut and not any(f.function for f in frames):
-        res.confidence = "low"  # not even a frame: only the log's state at the cut tells where
-    if res.phase in TRAINING_PHASES:
-        res.step = good + 1 if good is not None else (1 if res.phase == "first_batch" else None)
-    elif res.phase in ("eval", "save") or res.candidates:
-        res.step = good
-    elif res.phase == "unknown" and snap.context == "train" and good is not None:
-        res.step = good + 1
-    return res
+    def _training_marker(self) -> None:
+        good = self.good
+        if self.res.kind != "killed":
+            self._marker_evidence()
+            self._training()
+            return
+        multiple = next((k for k in self.t.save_step_multiples if good and good % k == 0), None)
+        if multiple is not None:
+            self._set("save", "low")
+            self.ev.append(text("log_ev_killed_save", n=good, k=multiple))
+        else:
+            self.ev.append(text("log_ev_killed_training", n=good if good is not None else "?"))
+
+    def _set_step(self) -> None:
+        res, good = self.res, self.good
+        if res.phase in TRAINING_PHASES:
+            res.step = good + 1 if good is not None else (1 if res.phase == "first_batch" else None)
+        elif res.phase in ("eval", "save") or res.candidates:
+            res.step = good
+        elif res.phase == "unknown" and self.snap.context == "train" and good is not None:
+            res.step = good + 1

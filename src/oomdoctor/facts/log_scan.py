@@ -106,10 +106,16 @@ MAX_LINE_CHARS = 16 * 1024
 CLIP = " … "
 
 
+_WS_RUN = re.compile(r"\s{2,}")
+_LAUNCHER_LINE_CHARS = 4096
+
+
 def _launcher_world_size(text: str) -> int | None:
-    """launcher.world_size_in, with a count too long for int() (4,300 digits) read as none."""
+    """launcher.world_size_in on the line's start with whitespace runs made single (its separators allow
+    whitespace on both sides of a choice of whitespace: on a long run that backtracks quadratically), and a
+    count too long for int() (4,300 digits) read as none."""
     try:
-        return launcher.world_size_in(text)
+        return launcher.world_size_in(_WS_RUN.sub(" ", text[:_LAUNCHER_LINE_CHARS]))
     except ValueError:
         return None
 
@@ -317,26 +323,15 @@ class LogScanner:
 
     def _segment_once(self, key: str, rank: int | None, host: str | None, text: str) -> str | None:
         """Read one line; returns text glued after a bar that is still to be read, else None."""
-        run = self.run
+        run = self.run  # the run the line started in (a marker below may start the next one)
         if not text.strip():
             self._blank(key)
             return None
-        if text[:1].isdigit():
-            text = self._unstamp(key, text)
-        if RICH_BOX in text or "╰" in text:
-            rich = self._rich(key, text)
-            if rich is None:
-                return None
-            text = rich
-        if launcher.HINT.search(text):  # before any return: a launch command may sit in an error line
-            run.launcher_world_size = _launcher_world_size(text) or run.launcher_world_size
-        failure = run.failure
-        if failure is not None and failure.pending_lines and key == failure.key:
-            failure.pending_lines -= 1
-            if "Tried to allocate" not in text and (
-                "GPU" in text or "capacity" in text or "PyTorch" in text or "Process" in text
-            ):
-                failure.message = failure.message + " " + text.strip()
+        read = self._unwrapped(key, text)
+        if read is None:
+            return None
+        text = read
+        self._pending_message(run, key, text)
         # progress bars (possibly with more text glued after the bar, e.g. "...2.59s/it]Killed")
         if "%|" in text:
             bar = find_bar(text)
@@ -345,6 +340,39 @@ class LogScanner:
                 run.last_content_was_traceback = False
                 rest = text[bar.end :]
                 return rest if rest.strip() else None
+        if self._progress_line(run, text) or self._traceback_line(run, key, rank, host, text):
+            return None
+        self._markers(text)
+        if not _ELISION.match(text):
+            self._plain_line(run, key, text)
+        return None
+
+    def _unwrapped(self, key: str, text: str) -> str | None:
+        """The line without a job platform's timestamp or a rich box (None: nothing more to read in it); a
+        launch command in it sets the launcher's world size."""
+        if text[:1].isdigit():
+            text = self._unstamp(key, text)
+        if RICH_BOX in text or "╰" in text:
+            rich = self._rich(key, text)
+            if rich is None:
+                return None
+            text = rich
+        if launcher.HINT.search(text):  # before any return: a launch command may sit in an error line
+            self.run.launcher_world_size = _launcher_world_size(text) or self.run.launcher_world_size
+        return text
+
+    def _pending_message(self, run: Run, key: str, text: str) -> None:
+        """The lines after an OOM message that continue it (its GPU / capacity / PyTorch sentences)."""
+        failure = run.failure
+        if failure is not None and failure.pending_lines and key == failure.key:
+            failure.pending_lines -= 1
+            if "Tried to allocate" not in text and (
+                "GPU" in text or "capacity" in text or "PyTorch" in text or "Process" in text
+            ):
+                failure.message = failure.message + " " + text.strip()
+
+    def _progress_line(self, run: Run, text: str) -> bool:
+        """A bar's tail, a notebook bar or a Trainer metrics dict; True when the line is read."""
         if ("s/it" in text or "it/s" in text) and "<" in text:
             self._bar_tail(text)
         if ", Epoch " in text:
@@ -354,23 +382,26 @@ class LogScanner:
                 if n is not None and total is not None:
                     self._bar("", n, total, m.group(0).strip())
                 run.last_content_was_traceback = False
-                return None
+                return True
         if "{'" in text and "':" in text and self._dict_line(text):
             run.last_content_was_traceback = False
-            return None
-        # traceback structure
+            return True
+        return False
+
+    def _traceback_line(self, run: Run, key: str, rank: int | None, host: str | None, text: str) -> bool:
+        """A traceback header or frame, an out-of-memory line or another exception; True when the line is read."""
         if TRACEBACK_HEADER in text:  # Python's header, or IPython's "OutOfMemoryError    Traceback (...)"
             self._open_traceback(key, header=True)
             run.last_content_was_traceback = True
-            return None
+            return True
         frame = match_frame_line(text)
         if frame is not None:
-            tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
-            tb.lines.append(text)
-            tb.has_frames = True
+            frame_tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
+            frame_tb.lines.append(text)
+            frame_tb.has_frames = True
             run.last_traceback_key = key
             run.last_content_was_traceback = True
-            return None
+            return True
         # out-of-memory forms (not in the source lines of an open traceback: `raise RuntimeError("No executable
         # batch size found ...")` is code; Python prints the error itself unindented)
         in_traceback_code = (
@@ -380,19 +411,19 @@ class LogScanner:
             form = self._oom_form(text)
             if form is not None:
                 self._failure(form, key, rank, host, text)
-                return None
-        is_exception = text[:1].isalpha() and _EXCEPTION_LINE.match(text) is not None
-        if is_exception:
+                return True
+        if text[:1].isalpha() and _EXCEPTION_LINE.match(text) is not None:
             self._other_error(key, text)
-            return None
-        self._markers(text)
-        if _ELISION.match(text):
-            return None
+            return True
+        return False
+
+    def _plain_line(self, run: Run, key: str, text: str) -> None:
+        """Any other line: part of the open traceback, else one of the recent lines before a failure."""
         tb = run.open_tracebacks.get(key)
         if _LOG_RECORD.match(text):
             run.last_content_was_traceback = False
             run.recent.pop(key, None)
-            return None
+            return
         if tb is not None:
             if len(tb.lines) < _MAX_TRACEBACK_LINES:
                 tb.lines.append(text)
@@ -559,49 +590,63 @@ class LogScanner:
         snap.context_why = why
 
     def _markers(self, text: str) -> None:
-        run, snap = self.run, self.run.snap
         t = self.t
         if t.card_hint.search(text):
             self._card(text)
         if "ZeRO stage" in text or "zero_optimization_stage" in text:
-            for pattern in t.zero_stage_lines:
-                m = pattern.search(text)
-                if m:
-                    run.zero_stage = int(m.group("stage"))
-                    break
+            self._zero_stage(text)
         if t.marker_any.search(text):
-            for marker in t.markers:
-                if marker.pattern.search(text):
-                    if marker.setup:
-                        run.setup_seen = True
-                        run.setup_line = run.setup_line or text.strip()[:200]
-                        run.setup_why = marker.why
-                        continue
-                    if marker.context == "train" and t.run_start.search(text) and self._restart_if_failed():
-                        run, snap = self.run, self.run.snap
-                    if marker.context == "train":
-                        snap.training_started = True
-                        snap.weights_loaded = True
-                        run.num_examples = None  # the next "Num examples" is the training set's
-                    elif marker.context == "eval" and snap.training_started:
-                        snap.eval_started = True
-                    self._set_context(str(marker.context), text.strip(), marker.why)
-                    break
-        elif t.run_start.search(text) and self._restart_if_failed():
-            run, snap = self.run, self.run.snap
+            self._context_marker(text)
+        elif t.run_start.search(text):
+            self._restart_if_failed()
         if _BANNER_HINT.search(text):
             self._banner(text)
         if t.allocator_any.search(text):
-            for w in t.allocator_warnings:
-                m = w.pattern.search(text)
-                if m:
-                    count = (_int(m.group("n")) or 0) if "n" in w.pattern.groupindex else 0
-                    if w.count == "add":
-                        run.alloc_retries += count
-                    elif w.count == "max":
-                        run.alloc_retries_max = max(run.alloc_retries_max, count)
-                    self._warn(text)
-                    break
+            self._allocator_warning(text)
+
+    def _zero_stage(self, text: str) -> None:
+        for pattern in self.t.zero_stage_lines:
+            m = pattern.search(text)
+            if m:
+                self.run.zero_stage = int(m.group("stage"))
+                return
+
+    def _context_marker(self, text: str) -> None:
+        """Setup markers mark the run; the first other marker sets the phase context (a run start after a
+        failure starts a new run first)."""
+        run, snap = self.run, self.run.snap
+        t = self.t
+        for marker in t.markers:
+            if not marker.pattern.search(text):
+                continue
+            if marker.setup:
+                run.setup_seen = True
+                run.setup_line = run.setup_line or text.strip()[:200]
+                run.setup_why = marker.why
+                continue
+            if marker.context == "train" and t.run_start.search(text) and self._restart_if_failed():
+                run, snap = self.run, self.run.snap
+            if marker.context == "train":
+                snap.training_started = True
+                snap.weights_loaded = True
+                run.num_examples = None  # the next "Num examples" is the training set's
+            elif marker.context == "eval" and snap.training_started:
+                snap.eval_started = True
+            self._set_context(str(marker.context), text.strip(), marker.why)
+            return
+
+    def _allocator_warning(self, text: str) -> None:
+        run = self.run
+        for w in self.t.allocator_warnings:
+            m = w.pattern.search(text)
+            if m:
+                count = (_int(m.group("n")) or 0) if "n" in w.pattern.groupindex else 0
+                if w.count == "add":
+                    run.alloc_retries += count
+                elif w.count == "max":
+                    run.alloc_retries_max = max(run.alloc_retries_max, count)
+                self._warn(text)
+                return
 
     def _banner(self, text: str) -> None:
         run, snap = self.run, self.run.snap

@@ -81,7 +81,7 @@ def _line_start(buf: bytes, floor: int, start: int) -> int:
     """Where the segment a window starts in begins (a margin may start inside a very long line)."""
     if start == floor or buf[start - 1 : start] in (b"\n", b"\r"):
         return start
-    return max(buf.rfind(b"\n", floor, start), buf.rfind(b"\r", floor, start), floor - 1) + 1
+    return max(_break_before(buf, floor, start), floor - 1) + 1
 
 
 # ---------------------------------------------------------------------------------------------- windows
@@ -91,17 +91,30 @@ def _windows(finder: Any, buf: bytes, lo: int, hi: int, sizes: WindowSizes) -> l
     pos = lo
     while pos < hi:
         m = finder.search(buf, pos, hi)
-        if m is None:
-            break
-        hit = m.start()
-        floor = max(lo, windows[-1][1] if windows else lo, hit - sizes.margin_bytes)
-        start = segment_start(buf, hit, floor, sizes.before)
-        end = min(hi, segment_end(buf, m.end(), min(hi, m.end() + sizes.margin_bytes), sizes.after))
-        _add(windows, start, end)
-        pos = max(end, m.end())
+        if m is not None and windows and m.start() < windows[-1][1]:
+            start = windows[-1][0]  # a hit at the window's end: the window goes on
+        else:
+            _close(buf, windows, hi, sizes)
+            if m is None:
+                break
+            floor = max(lo, windows[-1][1] if windows else lo, m.start() - sizes.margin_bytes)
+            start = segment_start(buf, m.start(), floor, sizes.before)
+        ceiling = min(hi, m.end() + sizes.margin_bytes)
+        _add(windows, start, min(hi, segment_end(buf, m.end(), ceiling, sizes.after)))
+        # the hits between this one and the window's end are covered by _close's extra margin
+        pos = max(m.end(), windows[-1][1])
     floor = max(lo, hi - sizes.margin_bytes)
     _add(windows, segment_start(buf, hi, floor, sizes.end), hi)
     return windows
+
+
+def _close(buf: bytes, windows: list[tuple[int, int]], hi: int, sizes: WindowSizes) -> None:
+    """Give the last window the margin its last hits had: the search skipped the hits inside it, and the
+    latest of them is at most ``after`` segments before its end."""
+    if windows:
+        start, end = windows[-1]
+        ceiling = min(hi, end + sizes.margin_bytes)
+        windows[-1] = (start, max(end, min(ceiling, segment_end(buf, end, ceiling, sizes.after - 1))))
 
 
 def _add(windows: list[tuple[int, int]], start: int, end: int) -> None:
@@ -112,31 +125,32 @@ def _add(windows: list[tuple[int, int]], start: int, end: int) -> None:
 
 
 def segment_start(buf: bytes, pos: int, floor: int, back: int) -> int:
-    """Start of the segment ``back`` segments before the one holding ``pos`` (never below ``floor``)."""
-    nl = buf.rfind(b"\n", floor, pos)
-    cr = buf.rfind(b"\r", floor, pos)
-    for _ in range(back):
-        sep = max(nl, cr)
+    """Start of the segment ``back`` segments before the one holding ``pos`` (never below ``floor``).
+    Each step looks only as far back as the previous line break (a log without "\r" costs no more)."""
+    for _ in range(back + 1):
+        sep = _break_before(buf, floor, pos)
         if sep < 0:
             return floor
-        if sep == nl:
-            nl = buf.rfind(b"\n", floor, sep)
-        else:
-            cr = buf.rfind(b"\r", floor, sep)
-    sep = max(nl, cr)
-    return floor if sep < 0 else sep + 1
+        pos = sep
+    return pos + 1
+
+
+def _break_before(buf: bytes, floor: int, pos: int) -> int:
+    nl = buf.rfind(b"\n", floor, pos)
+    cr = buf.rfind(b"\r", max(floor, nl + 1), pos)
+    return max(nl, cr)
 
 
 def segment_end(buf: bytes, pos: int, ceiling: int, ahead: int) -> int:
-    """End (after its line break) of the ``ahead``-th segment after the one holding ``pos``; at most ``ceiling``."""
+    """End (after its line break) of the ``ahead``-th segment after the one holding ``pos``; at most ``ceiling``.
+    Each step looks only as far as the next line break."""
     end = pos
     for _ in range(ahead + 1):
         nl = buf.find(b"\n", end, ceiling)
-        cr = buf.find(b"\r", end, ceiling)
-        seps = [s for s in (nl, cr) if s >= 0]
-        if not seps:
+        cr = buf.find(b"\r", end, nl if nl >= 0 else ceiling)
+        sep = cr if cr >= 0 else nl
+        if sep < 0:
             return ceiling
-        sep = min(seps)
         end = sep + 2 if buf[sep : sep + 2] == b"\r\n" else sep + 1
     return end
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from oomdoctor.datafiles import load_data_file
+from oomdoctor.datafiles import load_data_mapping
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts, ModelFacts
 
@@ -26,7 +26,7 @@ _TABLE_PATH = Path(__file__).with_name("model_table.yaml")
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    return load_data_file(_TABLE_PATH)
+    return load_data_mapping(_TABLE_PATH)
 
 
 def family_traits(model_type: str | None) -> dict[str, Any]:

@@ -14,10 +14,14 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from oomdoctor.datafiles import load_data_file
 from oomdoctor.facts.log_tables import MARKERS_FILE, tables
 from oomdoctor.facts.log_text import split_lines, split_prefix
+
+if TYPE_CHECKING:
+    from oomdoctor.facts.types import LogFacts
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 MAX_FILE_BYTES = 64 * 1024**2  # the tail of a bigger node log is read (the failure is at the end)
@@ -57,7 +61,76 @@ def _label(key: str) -> str:
     return key[5:] if key.startswith("host:") else key
 
 
-def rank_report(text: str) -> RankReport | None:
+# Above this size a text is not read line by line: only the lines the report acts on (an OOM hint, a teardown,
+# the launcher's root-cause block) and the last lines, where every process's traceback ends, are.
+WHOLE_TEXT_CHARS = 1024**2
+LAST_LINES = 4000
+LAST_CHARS = 512 * 1024
+ROOT_BLOCK_LINES = 12
+
+
+def _lines_that_matter(
+    text: str | bytes, teardown: re.Pattern[str], root_header: re.Pattern[str]
+) -> list[tuple[int, str]]:
+    """(order key, line) of the lines ``rank_report`` reads, in order: all of a small text; of a big one (read
+    as bytes: nothing but these lines is decoded), each line an OOM hint, a teardown or a root-cause header
+    falls on (with the lines after a header, which name the rank), and the last ``LAST_LINES`` lines. The key is
+    the line number, or for a big text the line's offset: only the order matters."""
+    if len(text) <= WHOLE_TEXT_CHARS:
+        whole = text if isinstance(text, str) else text.decode("utf-8", errors="replace")
+        return list(enumerate(split_lines(whole), 1))
+    raw = text.encode("utf-8", errors="replace") if isinstance(text, str) else text
+    tail_start = len(raw)
+    for _ in range(LAST_LINES):
+        tail_start = raw.rfind(b"\n", 0, tail_start)
+        if tail_start < 0:
+            break
+    if len(raw) - (tail_start + 1) > LAST_CHARS:  # start at a line boundary within the last LAST_CHARS
+        tail_start = raw.find(b"\n", len(raw) - LAST_CHARS)
+    tail_start += 1
+    lines = split_lines(_decoded(raw[tail_start:]))[-LAST_LINES:]  # progress-bar redraws are lines too
+    tail = [(tail_start + i, line) for i, line in enumerate(lines)]
+    if len({key for _, line in tail if (key := split_prefix(line).key)}) < 2:
+        return tail  # every process's traceback ends in the last lines: fewer than two there, no report
+    starts: set[int] = set()
+    for m in _hint_pattern(teardown, root_header).finditer(raw, 0, tail_start):
+        start = raw.rfind(b"\n", 0, m.start()) + 1
+        starts.add(start)
+        end = raw.find(b"\n", m.start())
+        if end >= 0 and root_header.search(_decoded(raw[start:end])):
+            for _ in range(ROOT_BLOCK_LINES):  # the block's "rank : N" line comes a few lines below
+                starts.add(end + 1)
+                end = raw.find(b"\n", end + 1)
+                if end < 0:
+                    break
+    picked: list[tuple[int, str]] = []
+    for start in sorted(starts):
+        end = raw.find(b"\n", start)
+        line = _decoded(raw[start : end if end >= 0 else len(raw)])
+        picked += [(start, part) for part in split_lines(line)]
+    return picked + tail
+
+
+def _decoded(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+@lru_cache(maxsize=1)
+def _hint_pattern(teardown: re.Pattern[str], root_header: re.Pattern[str]) -> Any:
+    """One search over bytes for the lines a rank report acts on: RE2's DFA where google-re2 is installed (a
+    literal alternation over megabytes is many times faster there), else ``re``."""
+    source = "|".join(f"(?:{p.pattern})" for p in (tables().oom_hint, teardown, root_header)).encode()
+    try:
+        import re2
+
+        options = re2.Options()
+        options.encoding = re2.Options.Encoding.LATIN1  # bytes: a log may hold any byte
+        return re2.compile(source, options)
+    except Exception:  # not installed, or a pattern RE2 does not take (backreferences): re reads it
+        return re.compile(source)
+
+
+def rank_report(text: str | bytes) -> RankReport | None:
     """Who failed first and how the others ended; None when the text shows fewer than two processes."""
     teardown, root_header, root_rank = _patterns()
     seen: dict[str, None] = {}
@@ -66,7 +139,7 @@ def rank_report(text: str) -> RankReport | None:
     root: int | None = None
     in_root = False
     launcher_stopped = False  # the launcher's own lines (no process prefix) say it stopped the others
-    for number, line in enumerate(split_lines(text), 1):
+    for number, line in _lines_that_matter(text, teardown, root_header):
         p = split_prefix(line)
         if p.key:
             seen.setdefault(p.key)
@@ -153,15 +226,16 @@ def _is_output_dir(folder: Path) -> bool:
     return any((folder / name).is_file() for name in (*t.output_dir_logs, t.trainer_log))
 
 
-def _tail_text(path: Path) -> str:
+def _tail_text(path: Path) -> bytes:
+    """The end of the log, as bytes (``rank_report`` decodes only the lines it reads)."""
     size = path.stat().st_size
     with open(path, "rb") as fh:
         if size > RANK_SCAN_BYTES:
             fh.seek(size - RANK_SCAN_BYTES)
-        return fh.read().decode("utf-8", errors="replace")
+        return fh.read()
 
 
-def read_run_log(path: Path):  # -> LogFacts
+def read_run_log(path: Path) -> LogFacts:
     """The log reader for ``--log``: a LLaMA-Factory output_dir or a file as ``read_log`` reads them, or a
     folder of per-node logs as one multi-node log; with the rank report of a multi-rank log."""
     from oomdoctor.facts.log import parse_log_text, read_log
@@ -169,6 +243,27 @@ def read_run_log(path: Path):  # -> LogFacts
     if path.is_dir() and not _is_output_dir(path) and per_node_logs(path):
         return parse_log_text(read_log_dir(path), path=str(path))
     facts = read_log(path)
+    if path.is_file() and path.stat().st_size <= REASSEMBLE_MAX_BYTES:
+        messy = _messy_text(path)
+        if messy is not None:  # wrapped or glued lines: read them put back together (facts/log_reassemble.py)
+            again = parse_log_text(messy, path=str(path))
+            again.bytes_read, again.encoding = facts.bytes_read, facts.encoding
+            return again
     if facts.ranks is None and path.is_file():
         facts.ranks = rank_report(_tail_text(path))
     return facts
+
+
+REASSEMBLE_MAX_BYTES = 8 * 1024**2  # a pasted or saved excerpt; big logs keep the windowed reader
+
+
+def _messy_text(path: Path) -> str | None:
+    """The file's text when reassembly changes it (a wrapped or glued message), else None."""
+    from oomdoctor.facts.log_reassemble import reassemble
+    from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary
+
+    data = path.read_bytes()
+    if looks_binary(data[:65536]):
+        return None
+    text, _ = decode_block(data, bom_encoding(data[:4]))
+    return text if reassemble(text) != text else None

@@ -32,4 +32,5 @@ def load_deepspeed_template(name: str) -> dict[str, Any]:
     if Path(name).name != name or not path.is_file():
         raise ValueError(f"no DeepSpeed template {name!r}; shipped: {', '.join(deepspeed_template_names())}")
     with path.open(encoding="utf-8") as f:
-        return json.load(f)
+        template: dict[str, Any] = json.load(f)
+    return template

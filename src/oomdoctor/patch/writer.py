@@ -28,7 +28,7 @@ from typing import Any
 
 from oomdoctor import __version__, inputs
 from oomdoctor.diagnosis import Proposal
-from oomdoctor.errors import BadInput
+from oomdoctor.errors import BadInput, one_line
 from oomdoctor.facts.config import is_llamaboard_file, lf_knowledge, read_config_text
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import both, msg
@@ -85,7 +85,7 @@ def write_patched_config(
         edited = apply_edits(text, edits, rule=proposal.rule)
     except EditError as err:
         raise BadInput(msg("patch_cannot_edit", None, path=source, detail=err)) from None
-    final = inputs.load_yaml(edited.text, path=inputs.one_line(out / CONFIG_NAME))
+    final = inputs.load_yaml(edited.text, path=one_line(out / CONFIG_NAME))
 
     run_dir, relative = find_run_dir(final, source.parent)
     inputs.check_new_folder(out, protected=run_folders(raw, run_dir))
@@ -145,7 +145,7 @@ def write_patched_config(
 
 
 def _load_raw(source: Path, text: str) -> dict[str, Any]:
-    raw = inputs.load_yaml(text, path=inputs.one_line(source))  # aliases, depth and numbers bounded
+    raw = inputs.load_yaml(text, path=one_line(source))  # aliases, depth and numbers bounded
     if raw is None:
         raise BadInput(msg("config_empty", None, path=source))
     if not isinstance(raw, dict):

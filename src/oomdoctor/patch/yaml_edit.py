@@ -93,7 +93,7 @@ def _plain_ok(text: str) -> bool:
     if text[0] in "+.0123456789":  # OmegaConf reads more spellings as numbers than PyYAML (5e-05)
         return False
     try:
-        return yaml.safe_load(text) == text
+        return bool(yaml.safe_load(text) == text)
     except yaml.YAMLError:
         return False
 
@@ -236,8 +236,8 @@ def apply_edits(text: str, edits: list[KeyEdit], *, rule: str) -> EditResult:
             if edit.remove:
                 continue
             rendered = render_scalar(edit.value)
-            comment = f"  # {MARK}: {edit.note}" if edit.note else ""
-            appended.append(f"{edit.key}: {rendered}{comment}{nl}")
+            note_text = f"  # {MARK}: {edit.note}" if edit.note else ""
+            appended.append(f"{edit.key}: {rendered}{note_text}{nl}")
             result.appended.append(edit.key)
             continue
         head = lines[entry.line][: entry.colon + 1]

@@ -197,8 +197,9 @@ def _processes_at_least(log: LogFacts | None, world_size: int | None, source: st
     return _numbered_processes(log)
 
 
-def sharded_by(config: ConfigFacts | None, log: LogFacts | None, env: Mapping[str, str]) -> str | None:
-    """deepspeed / fsdp / ray: what spreads the run over its processes (None: plain data parallelism)."""
+def sharded_by(config: ConfigFacts | None, log: LogFacts | None, env: Mapping[str, str]) -> str:
+    """deepspeed / fsdp / ray: what spreads the run over its processes; "none": nothing the readings show
+    (plain data parallelism, or one process). A known value, never None, so a rule can test it."""
     from oomdoctor.facts.config import setting
 
     if config is not None and (config.zero_stage is not None or config.deepspeed):
@@ -211,7 +212,7 @@ def sharded_by(config: ConfigFacts | None, log: LogFacts | None, env: Mapping[st
         return "fsdp"
     if uses_ray(config, env):
         return "ray"
-    return None
+    return "none"
 
 
 def _batch(

@@ -113,11 +113,11 @@ class Derived:
         "a lower bound on the processes: world_size, or more when a process's number says so ([rank3]: "
         "four or more; an OOM on GPU 5: local rank 5, six or more); what 'several GPUs' conditions read"
     )
-    sharded_by: str | None = _fact(
+    sharded_by: str = _fact(
         "what spreads the model over the processes: deepspeed (a ZeRO stage, a DeepSpeed config or "
         "failure), fsdp (the config's fsdp, or FSDP frames in the traceback), ray (USE_RAY=1, or the config "
-        "names its ray_* settings); None: plain "
-        "data parallelism or one process"
+        "names its ray_* settings); none: nothing the readings show (plain data parallelism, one process)",
+        "none",
     )
     finetuning_type: str | None = _fact(
         "what is trained: the config's finetuning_type when it names one; else full when the log shows it "

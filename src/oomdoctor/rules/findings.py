@@ -34,7 +34,7 @@ FRAGMENTATION_FINDING_SHARE = 0.5
 BATCH_PHASES = ("first_batch", "long_sample")
 
 
-def finding(fid: str, severity: str = "info", **fields: Any) -> list[Finding]:
+def finding(fid: str, severity: str = "info", /, **fields: Any) -> list[Finding]:
     """One finding whose text is ``f_<fid>`` filled with the same fields in both languages."""
     return [Finding(id=fid, text=both(f"f_{fid}", **fields), severity=severity)]
 
@@ -66,7 +66,7 @@ def _ranks(facts: Facts) -> list[Finding]:
     log = facts.log
     out: list[Finding] = []
     for fid, fields in rank_findings(log.ranks if log is not None else None):
-        out += finding(fid, **fields)
+        out += finding(fid, "info", **fields)
     return out
 
 
@@ -172,6 +172,22 @@ def _effective_batch(facts: Facts) -> list[Finding]:
     )
 
 
+def _effective_batch_unknown_world(facts: Facts) -> list[Finding]:
+    """Several processes proven (a rank's number) but not counted: the batch per process is what is known."""
+    d = facts.derived
+    if not (d.micro_batch and d.accumulation) or d.effective_batch is not None or d.world_size is not None:
+        return []
+    if (d.processes_at_least or 1) <= 1:
+        return []
+    return finding(
+        "effective_batch_unknown_world",
+        micro=d.micro_batch,
+        acc=d.accumulation,
+        per_process=d.micro_batch * d.accumulation,
+        at_least=d.processes_at_least,
+    )
+
+
 def _eval_batch_default(facts: Facts) -> list[Finding]:
     config = facts.config
     if config is None or not config.do_eval or not facts.derived.eval_batch_default:
@@ -181,7 +197,7 @@ def _eval_batch_default(facts: Facts) -> list[Finding]:
 
 def _multi_gpu_no_deepspeed(facts: Facts) -> list[Finding]:
     d = facts.derived
-    if facts.config is None or (d.processes_at_least or 1) <= 1 or d.sharded_by is not None:
+    if facts.config is None or (d.processes_at_least or 1) <= 1 or d.sharded_by != "none":
         return []
     return finding("multi_gpu_no_deepspeed", "warning", world=d.processes_at_least)
 
@@ -214,10 +230,12 @@ def _fitting_micro_batch(facts: Facts) -> list[Finding]:
     if facts.estimate is None:  # the model's shape did not allow an estimate: nothing to search with
         return []
     from oomdoctor.estimate import accumulation_for, largest_fitting_micro_batch
+    from oomdoctor.estimate.calibrate import calibration_of
     from oomdoctor.estimate.search import FIT_MARGIN
 
     try:
-        batch = largest_fitting_micro_batch(config, model, data=facts.data, gpu_total_mib=total)
+        batch = largest_fitting_micro_batch(config, model, data=facts.data, gpu_total_mib=total,
+                                            calibration=calibration_of(facts.estimate))  # fmt: skip
     except BadInput:  # a model shape too incomplete to estimate with
         return []
     if batch is None or batch >= config.per_device_train_batch_size:
@@ -288,6 +306,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _self_listed,
     _other_processes,
     _effective_batch,
+    _effective_batch_unknown_world,
     _eval_batch_default,
     _multi_gpu_no_deepspeed,
     _cutoff_above_longest,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from oomdoctor.errors import BadInput
 from oomdoctor.i18n import msg
 from oomdoctor.rules import nodes
+from oomdoctor.rules.nodes import RuleNode
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class RuleSet:
     def __len__(self) -> int:
         return len(self.nodes)
 
-    def get(self, rule_id: str) -> nodes.RuleNode:
+    def get(self, rule_id: str) -> RuleNode:
         return self.by_id[rule_id].node
 
 
@@ -243,7 +244,7 @@ def load_node(path: Path) -> _Checked:
     """Parse and validate one rule file on its own (cross-file checks are in ``validate_files``)."""
     from pydantic import ValidationError
 
-    from oomdoctor.rules.model import RuleNode
+    from oomdoctor.rules.model import RuleNode as NodeSchema
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -253,9 +254,9 @@ def load_node(path: Path) -> _Checked:
     if not isinstance(data, dict):
         raise RuleLoadError(path, 1, msg("rule_not_mapping", None))
     try:
-        node = RuleNode.model_validate(data)
+        node = NodeSchema.model_validate(data)
     except ValidationError as err:
-        line, detail = _pydantic_problem(err.errors()[0], root)
+        line, detail = _pydantic_problem(dict(err.errors()[0]), root)
         raise RuleLoadError(path, line, detail) from None
     _check_fact_paths(node, root, path)
     _check_ask(node, root, path)

@@ -69,7 +69,7 @@ def _same(a: Any, b: Any) -> bool:
         return a.lower() == b.lower()
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
-    return a == b
+    return bool(a == b)
 
 
 def _check_scalar_or_ref(operand: Any) -> str | None:

@@ -11,6 +11,7 @@ whole command, outcome, steps, eval loss, and the difference to the first trial 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -39,7 +40,7 @@ LocalText = dict[str, str]
 def field_effects() -> dict[str, Any]:
     """The parsed ``field_effects.yaml`` (validated: every risk and memory value is known)."""
     with _EFFECTS_FILE.open(encoding="utf-8") as f:
-        data = yaml.safe_load(f)
+        data: dict[str, Any] = yaml.safe_load(f)
     risks = data["risks"]
     for name, text in risks.items():
         _check_text(text, f"risks.{name}")
@@ -69,7 +70,7 @@ def _check_text(text: Any, where: str) -> None:
 
 
 def _effects_of(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    found = [(d, spec[d]) for d in ("down", "up", "on", "off", "set", "removed", "changed") if d in spec]
+    found: list[tuple[str, dict[str, Any]]] = [(d, spec[d]) for d in ("down", "up", "on", "off", "set", "removed", "changed") if d in spec]
     found += [(f"to.{value}", effect) for value, effect in (spec.get("to") or {}).items()]
     return found
 
@@ -87,8 +88,8 @@ class FieldChange:
     direction: str  # down / up / on / off / set / removed / changed
     memory: str  # less / more / none / depends / unknown
     label: LocalText
-    risks: list[str] = field(default_factory=list)
-    risk_texts: list[LocalText] = field(default_factory=list)
+    risks: list[str] = dataclasses.field(default_factory=list)
+    risk_texts: list[LocalText] = dataclasses.field(default_factory=list)
     note: LocalText | None = None
     bookkeeping: bool = False
     paired_with: str | None = None  # the field it forms one change with (batch + accumulation)
@@ -115,7 +116,7 @@ class ConfigReview:
         return [c.field for c in self.changes if c.targets_memory and not c.bookkeeping]
 
     def to_json(self) -> dict[str, Any]:
-        out = to_jsonable(self)
+        out: dict[str, Any] = to_jsonable(self)
         for item, change in zip(out["changes"], self.changes, strict=True):
             item["targets_memory"] = change.targets_memory
         out["things_changed"] = self.things_changed

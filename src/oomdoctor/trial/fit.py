@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from oomdoctor.errors import BadInput
-from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
+from oomdoctor.facts.types import ConfigFacts, DataFacts, GpuFacts, ModelFacts
 from oomdoctor.i18n import both, msg
 
 DEFAULT_MARGIN = 0.1
@@ -99,7 +99,9 @@ class FitResult:
         data["ok"] = self.ok
         data["probes"] = len(self.tried)
         if self.winner is not None:
-            data["effective_batch_after"] = self.winner.micro_batch * self.winner.accumulation * self.world_size
+            data["effective_batch_after"] = (
+                self.winner.micro_batch * self.winner.accumulation * self.world_size
+            )
             data["effective_batch_kept"] = data["effective_batch_after"] == self.effective_batch
         return data
 
@@ -111,7 +113,9 @@ class Predictor:
     """The peak the estimate predicts for a micro-batch / accumulation / eval batch (MiB): with a calibration
     what the card (or the RSS) shows at the worst batch, else the expected nvidia-smi band's high end."""
 
-    def __init__(self, config: ConfigFacts, model: ModelFacts, data: DataFacts | None, calibration: Any) -> None:
+    def __init__(
+        self, config: ConfigFacts, model: ModelFacts, data: DataFacts | None, calibration: Any
+    ) -> None:
         self.config = config
         self.model = model
         self.data = data
@@ -152,7 +156,9 @@ def choose(predict: Predictor, limit_mib: float, *, below: Candidate | None = No
     per_device = config.per_device_train_batch_size * config.gradient_accumulation_steps
     ceiling = int(config.per_device_eval_batch_size)
     for micro in exact_micro_batches(config):
-        if below is not None and (micro > below.micro_batch or (micro == below.micro_batch and failed_phase != "eval")):
+        if below is not None and (
+            micro > below.micro_batch or (micro == below.micro_batch and failed_phase != "eval")
+        ):
             continue
         accumulation = per_device // micro
         if predict(micro, accumulation, 1 if config.do_eval else ceiling).train_mib > limit_mib:
@@ -179,7 +185,9 @@ def nearest_inexact(predict: Predictor, limit_mib: float, exact: Candidate) -> d
     return None
 
 
-def raised_by_failure(calibration: Any, predict: Predictor, failed: Candidate, phase: str, budget_mib: float) -> Any:
+def raised_by_failure(
+    calibration: Any, predict: Predictor, failed: Candidate, phase: str, budget_mib: float
+) -> Any:
     """The calibration corrected by a failure: the failed phase needed more than ``budget_mib``, so the
     activation factor is at least what makes its prediction exceed it (by ``FAILURE_SLACK``)."""
     from oomdoctor.estimate import with_changes
@@ -188,7 +196,9 @@ def raised_by_failure(calibration: Any, predict: Predictor, failed: Candidate, p
     trial = with_changes(predict.config, {"per_device_train_batch_size": failed.micro_batch,
                                           "gradient_accumulation_steps": failed.accumulation,
                                           "per_device_eval_batch_size": failed.eval_batch})  # fmt: skip
-    static, per_token = split_phases(trial, predict.model, predict.data)["eval" if phase == "eval" else "train"]
+    static, per_token = split_phases(trial, predict.model, predict.data)[
+        "eval" if phase == "eval" else "train"
+    ]
     base = calibration
     constants = dict(base.constants) if base is not None else default_constants()
     if per_token <= 0:
@@ -212,11 +222,20 @@ def _proposal(config: ConfigFacts, candidate: Candidate, result: FitResult) -> A
     effective = candidate.micro_batch * candidate.accumulation * max(1, config.world_size)
     return Proposal(
         rule=RULE_ID,
-        title=both("fit_title", batch=candidate.micro_batch, accumulation=candidate.accumulation,
-                   eval_batch=candidate.eval_batch),  # fmt: skip
+        title=both(
+            "fit_title",
+            batch=candidate.micro_batch,
+            accumulation=candidate.accumulation,
+            eval_batch=candidate.eval_batch,
+        ),  # fmt: skip
         changes=candidate.changes(config),
-        why=both("fit_why", budget=result.budget_mib, margin=round(result.margin * 100),
-                 predicted=candidate.predicted_mib, effective=effective),  # fmt: skip
+        why=both(
+            "fit_why",
+            budget=result.budget_mib,
+            margin=round(result.margin * 100),
+            predicted=candidate.predicted_mib,
+            effective=effective,
+        ),  # fmt: skip
         cost=both("fit_cost"),
         judge=both("fit_judge", effective=effective),
         cause="activations",
@@ -265,10 +284,9 @@ def run_fit(
     (default: measured through LLaMA-Factory's template, as a probe measures them). BadInput when ``out_dir``
     exists, the margin is not in [0, 0.9], no budget is known, or nothing fits even at micro-batch 1.
     """
-    from oomdoctor.estimate.calibrate import HOST_CARD, find_calibration, save
+    from oomdoctor.estimate.calibrate import HOST_CARD, find_calibration
     from oomdoctor.facts.config import read_config
     from oomdoctor.facts.gpu import NvmlSource, read_gpu
-    from oomdoctor.facts.model import read_model
     from oomdoctor.trial.runner import DEFAULT_LAUNCHER, run_trial
 
     out = Path(out_dir).expanduser().absolute()
@@ -278,14 +296,9 @@ def run_fit(
         raise BadInput(msg("fit_bad_margin", None, value=margin))
     config_file = Path(config_path).expanduser().absolute()
     config = read_config(config_file)
-    model = read_model(config)
-    if not model.hidden_size:
-        raise BadInput(msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json"))
+    model = _known_model(config)
     gpu = read_gpu(source if source is not None else NvmlSource())
-    if budget_mib is None:
-        if gpu.first is None:
-            raise BadInput(msg("fit_no_budget", None))
-        budget_mib = float(gpu.first.total_mib)
+    budget_mib = _budget(gpu, budget_mib)
     card = gpu.first.name if gpu.first is not None else HOST_CARD
     if data is None:
         data = _measured_lengths(config)
@@ -309,7 +322,9 @@ def run_fit(
                          launcher=launcher or DEFAULT_LAUNCHER, on_line=on_line, source=source,
                          **(trial_kwargs or {}))  # fmt: skip
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-fit-", dir=out.parent if out.parent.is_dir() else None))
+    staging = Path(
+        tempfile.mkdtemp(prefix=f".{out.name}-fit-", dir=out.parent if out.parent.is_dir() else None)
+    )
     candidate: Candidate | None = first
     seen: set[tuple[int, int, int]] = set()
     try:
@@ -330,17 +345,50 @@ def run_fit(
             if tried.outcome != "oom":
                 result.notes.append(both("fit_not_memory", outcome=tried.outcome))
                 break  # a smaller batch does not cure a failure that is not about memory
-            phase = "eval" if tried.failed_milestone == "eval" else "train"
-            calibration = raised_by_failure(calibration, predict, candidate, phase, budget_mib)
-            if calibration is not None:
-                with contextlib.suppress(BadInput, OSError):
-                    save(calibration)  # later estimates of this setting start from what the failure proved
-                result.notes.append(both("fit_recalibrated", scale=calibration.constants["activation_scale"]))
-            predict = Predictor(config, model, data, calibration)
-            candidate = choose(predict, limit, below=candidate, failed_phase=phase) or _step_down(predict, candidate, phase)
+            predict, candidate = _after_oom(
+                predict, candidate, tried, result, limit=limit, budget_mib=budget_mib
+            )
     finally:
         _finish(out, staging, config_file, config, result)
     return result
+
+
+def _known_model(config: ConfigFacts) -> ModelFacts:
+    """The model's facts; BadInput when its config.json does not give its size."""
+    from oomdoctor.facts.model import read_model
+
+    model = read_model(config)
+    if not model.hidden_size:
+        raise BadInput(
+            msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json")
+        )
+    return model
+
+
+def _budget(gpu: GpuFacts, budget_mib: float | None) -> float:
+    """The memory to fit in: the one given, else the first visible GPU's total (BadInput when none)."""
+    if budget_mib is not None:
+        return budget_mib
+    if gpu.first is None:
+        raise BadInput(msg("fit_no_budget", None))
+    return float(gpu.first.total_mib)
+
+
+def _after_oom(
+    predict: Predictor, failed: Candidate, tried: Tried, result: FitResult, *, limit: float, budget_mib: float
+) -> tuple[Predictor, Candidate | None]:
+    """After a probe ran out of memory: the estimate corrected by what it proved (saved) and the next candidate."""
+    from oomdoctor.estimate.calibrate import save
+
+    phase = "eval" if tried.failed_milestone == "eval" else "train"
+    calibration = raised_by_failure(predict.calibration, predict, failed, phase, budget_mib)
+    if calibration is not None:
+        with contextlib.suppress(BadInput, OSError):
+            save(calibration)  # later estimates of this setting start from what the failure proved
+        result.notes.append(both("fit_recalibrated", scale=calibration.constants["activation_scale"]))
+    predict = Predictor(predict.config, predict.model, predict.data, calibration)
+    candidate = choose(predict, limit, below=failed, failed_phase=phase) or _step_down(predict, failed, phase)
+    return predict, candidate
 
 
 def _step_down(predict: Predictor, failed: Candidate, phase: str) -> Candidate | None:
@@ -385,4 +433,3 @@ def _measured_lengths(config: ConfigFacts) -> DataFacts | None:
         return token_lengths(config)
     except BadInput:
         return None
-

@@ -149,7 +149,9 @@ def _longest_first(source: str, name: str, lengths: list[int], count: int) -> Pr
 def _train_rows(names: Sequence[str], lengths: Mapping[str, list[int]], needed: int) -> list[ProbeRows]:
     """The ``needed`` longest rows over all training datasets, each dataset's rows longest first, the
     dataset holding the longest row first (the derived datasets are concatenated in that order)."""
-    ranked = sorted(((-n, names.index(src), src, i) for src in names for i, n in enumerate(lengths.get(src, []))))
+    ranked = sorted(
+        ((-n, names.index(src), src, i) for src in names for i, n in enumerate(lengths.get(src, [])))
+    )
     chosen: dict[str, int] = {}
     for _neg, _pos, src, _i in ranked[: max(1, needed)]:
         chosen[src] = chosen.get(src, 0) + 1
@@ -185,8 +187,13 @@ def _notes(config: ConfigFacts, plan: ProbePlan) -> list[dict[str, str]]:
     raw = config.raw
     longest = plan.longest_tokens
     notes = [
-        both("probe_how_sorted", batch=plan.micro_batch, longest=longest, padded=plan.padded(longest),
-             tokens=plan.micro_batch * plan.padded(longest))  # fmt: skip
+        both(
+            "probe_how_sorted",
+            batch=plan.micro_batch,
+            longest=longest,
+            padded=plan.padded(longest),
+            tokens=plan.micro_batch * plan.padded(longest),
+        )  # fmt: skip
     ]
     if longest > plan.cutoff_len:
         notes.append(both("probe_how_cut", longest=longest, cutoff=plan.cutoff_len))
@@ -196,7 +203,9 @@ def _notes(config: ConfigFacts, plan: ProbePlan) -> list[dict[str, str]]:
         key = "probe_how_neat_packing" if raw.get("neat_packing") else "probe_how_packing"
         notes.append(both(key, batch=plan.micro_batch, cutoff=plan.cutoff_len))
     if config.world_size > 1:
-        notes.append(both("probe_how_world", gpus=config.world_size, rows=plan.micro_batch * config.world_size))
+        notes.append(
+            both("probe_how_world", gpus=config.world_size, rows=plan.micro_batch * config.world_size)
+        )
     if plan.eval is None:
         notes.append(both("probe_how_no_eval"))
     else:
@@ -210,7 +219,9 @@ def _notes(config: ConfigFacts, plan: ProbePlan) -> list[dict[str, str]]:
     return notes
 
 
-def _config_changes(config: ConfigFacts, data_dir: Path, dataset_dir: Path, plan: ProbePlan) -> dict[str, Any]:
+def _config_changes(
+    config: ConfigFacts, data_dir: Path, dataset_dir: Path, plan: ProbePlan
+) -> dict[str, Any]:
     raw = config.raw
     changes: dict[str, Any] = {
         "dataset": ",".join(part.name for part in plan.train),
@@ -323,7 +334,11 @@ def _source_files(dataset_dir: Path, entry: Mapping[str, Any]) -> list[str]:
 def _write_rows(dataset_dir: Path, entry: Mapping[str, Any], rows: Sequence[int], target: Path) -> None:
     """Copy ``rows`` of a local dataset, in that order, into a JSON-lines file with the same columns."""
     files = _source_files(dataset_dir, entry)
-    source = _json_rows(files) if all(f.endswith((".json", ".jsonl")) for f in files) else _table_rows(files, entry)
+    source = (
+        _json_rows(files)
+        if all(f.endswith((".json", ".jsonl")) for f in files)
+        else _table_rows(files, entry)
+    )
     with target.open("w", encoding="utf-8") as out:
         for index in rows:
             out.write(json.dumps(source[int(index)], ensure_ascii=False, default=str) + "\n")
@@ -404,7 +419,11 @@ class MilestoneClock:
     def _note(self, name: str, **facts: Any) -> None:
         with self._lock:
             if name not in self.seen:
-                self.seen[name] = {"time_s": round(self._clock() - self._started, 3), "rss_hwm_mib": self.hwm_mib, **facts}
+                self.seen[name] = {
+                    "time_s": round(self._clock() - self._started, 3),
+                    "rss_hwm_mib": self.hwm_mib,
+                    **facts,
+                }
 
     def on_line(self, line: str) -> None:
         if _LOAD_MARK in line:
@@ -551,9 +570,13 @@ class ProbeRun:
     def calibrates(record: Mapping[str, Any]) -> bool:
         """A probe calibrates the estimate once its longest batch has passed: a failed one is capped by the
         memory it ran out of and would only give a lower bound."""
-        return any(m.get("name") == "longest_batch" and m.get("passed") for m in record.get("milestones") or [])
+        return any(
+            m.get("name") == "longest_batch" and m.get("passed") for m in record.get("milestones") or []
+        )
 
-    def record(self, *, samples_csv: Path, trainer_log: Path, failed_phase: str | None, end_s: float) -> dict[str, Any]:
+    def record(
+        self, *, samples_csv: Path, trainer_log: Path, failed_phase: str | None, end_s: float
+    ) -> dict[str, Any]:
         """The keys a probe adds to result.json: ``probe`` (the plan), ``milestones``, ``probe_passed``."""
         seen = self.clock.seen if self.clock is not None else {}
         marks = milestones(seen, samples=read_samples(samples_csv), vram=read_vram(trainer_log),

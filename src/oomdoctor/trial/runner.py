@@ -80,7 +80,8 @@ class TrialResult:
 
     @property
     def exit_code(self) -> int | None:
-        return self.record["exit_code"]
+        code: int | None = self.record["exit_code"]
+        return code
 
     @property
     def outcome(self) -> str:
@@ -88,7 +89,8 @@ class TrialResult:
 
     @property
     def peak_memory_mib(self) -> float | None:
-        return self.record["peak_memory_mib"]
+        peak: float | None = self.record["peak_memory_mib"]
+        return peak
 
     @property
     def result_path(self) -> Path:
@@ -239,7 +241,7 @@ def dataset_fingerprint(config: ConfigFacts, cwd: Path) -> str:
         for path in files:
             digest.update(str(path.relative_to(base)).encode())
             with path.open("rb") as f:
-                for block in iter(lambda f=f: f.read(1 << 20), b""):
+                while block := f.read(1 << 20):
                     digest.update(block)
     return "sha256:" + digest.hexdigest()
 
@@ -382,7 +384,7 @@ class _ProgressWatcher:
             if _small_number(value):
                 attr = f"{key}_gib"
                 current = getattr(self, attr)
-                value = float(value) + 0.0  # -0.0 (seen on CPU) reads as 0.0
+                value = float(value or 0.0) + 0.0  # -0.0 (seen on CPU) reads as 0.0
                 setattr(self, attr, value if current is None else max(current, value))
 
 
@@ -558,64 +560,26 @@ def run_trial(
     longest samples first and ``result.json`` gets ``milestones``. ``probe_lengths`` replaces the token counter
     (LLaMA-Factory's template) in tests.
     """
-    from oomdoctor.facts.config import read_config
-
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise BadInput(msg("trial_bad_steps", None, value=steps))
-    if not isinstance(timeout_s, int | float) or not math.isfinite(timeout_s) or timeout_s <= 0:
-        raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))  # nan would never time out
-    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0.01:
-        raise BadInput(msg("arg_range", None, low="0.01", high="3600", value=interval_s))  # 0 or nan: a busy loop
-    config_file = Path(config_path).expanduser()
-    config = read_config(config_file)
-    inputs.check_new_folder(out_dir)
-    change_file = config_file.resolve().parent / CHANGE
-    change = _read_change(change_file)
-    run_dir = Path(cwd).expanduser().resolve() if cwd is not None else _run_dir_for(config)
-    folder = inputs.check_new_folder(out_dir, protected=_run_folders(config, run_dir))
-    launcher_env, command = parse_launcher(launcher)
-    # the patch's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is part of the change being tried: memory
-    # settings only (trial/env.py), never PATH or LD_PRELOAD from a folder someone else prepared
-    change_env = allowed_change_env(change.get("env"), path=change_file)
-    env_overrides = {**change_env, **launcher_env, **TRIAL_ENV}
-    env = {**os.environ, **env_overrides}
-    program = resolve_program(command[0], env.get("PATH"))
-    if program is None:
-        raise BadInput(msg("launcher_not_found", None, program=command[0]))
-
-    files = TrialFolder(folder)
-    output_dir = files.output_dir
-    trial_config = files.config
-    keys = trial_overrides(config, steps=steps, output_dir=output_dir)
-    probe_run = _plan_probe(config, files, steps=steps, cwd=run_dir, lengths=probe_lengths) if probe else None
+    _check_run_numbers(steps=steps, timeout_s=timeout_s, interval_s=interval_s)
+    plan = _plan_trial(config_path, steps=steps, out_dir=out_dir, launcher=launcher, cwd=cwd,
+                       probe=probe, probe_lengths=probe_lengths)  # fmt: skip
+    _write_trial_folder(plan)  # nothing is written before every check has passed
+    files, probe_run = plan.files, plan.probe_run
     if probe_run is not None:
-        keys.update(probe_run.plan.changes)
-    text, overrides = trial_config_text(config_file, keys)
-    inputs.make_new_folder(folder)
-    if probe_run is not None:
-        probe_run.plan.write()
         on_line = probe_run.line_hook(on_line)
-    trial_config.write_text(text, encoding="utf-8")
-    if change:  # the bytes already read and checked, not the path again (it may have changed since)
-        files.change.write_text(json.dumps(change, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    argv = [program, *command[1:], str(trial_config)]
 
     source = NvmlSource() if source is None else source
     gpu = read_gpu(source)
     others = _other_processes(gpu)
-    if on_line is not None and change_env:  # what the folder's change.json sets, before anything runs
-        on_line("[oomdoctor] " + msg("env_applied", None, pairs=shown_env(change_env)))
-    if others and on_line is not None:
-        listing = ", ".join(f"GPU {p['gpu']} pid {p['pid']} ({p['used_mib'] or 0:,.0f} MiB)" for p in others)
-        on_line("[oomdoctor] " + msg("trial_other_processes", None, listing=listing))
+    if on_line is not None:
+        _announce(on_line, plan.change_env, others)
 
-    log_path = files.log
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
     processes = TrialProcesses()  # the marker and cgroup that find what leaves the process group
-    env = {**env, **processes.env}
-    proc = _launch(processes, argv, env=env, cwd=run_dir)
-    streamer = _LogStreamer(proc.stdout, log_path, on_line)
+    env = {**plan.env, **processes.env}
+    proc = _launch(processes, plan.argv, env=env, cwd=plan.run_dir)
+    streamer = _LogStreamer(proc.stdout, files.log, on_line)
     streamer.start()
     sampler = Sampler(source, pid=proc.pid, interval_s=interval_s, csv_path=files.samples,
                       on_sample=on_sample)  # fmt: skip
@@ -646,22 +610,9 @@ def run_trial(
     survivors = 0
     ended: float | None = None
     try:
-        while True:
-            try:
-                proc.wait(timeout=0.2)
-                ended = time.monotonic()  # the command's own end, before any clean-up of leftovers
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if sampler.tree is None:
-                tree.alive()  # keep learning the tree while NVML does the sampling
-            report_progress()
-            if time.monotonic() - started > timeout_s:
-                timed_out = True
-                break
-            if stop is not None and stop.is_set():
-                stopped = True
-                break
+        ended, why = _watch_until_end(proc, sampler=sampler, tree=tree, tick=report_progress,
+                                      started=started, timeout_s=timeout_s, stop=stop)  # fmt: skip
+        timed_out, stopped = why == "timeout", why == "stop"
     except KeyboardInterrupt:
         stopped = interrupted = True
     finally:
@@ -673,10 +624,10 @@ def run_trial(
 
     report_progress()
     record = _result_record(
-        folder=folder,
-        config=config,
-        config_file=config_file,
-        trial_config=trial_config,
+        folder=plan.folder,
+        config=plan.config,
+        config_file=plan.config_file,
+        trial_config=files.config,
         source=source,
         gpu=gpu,
         proc=proc,
@@ -688,26 +639,151 @@ def run_trial(
         stopped=stopped,
         survivors=survivors,
         others=others,
-        argv=argv,
-        env_overrides=env_overrides,
-        run_dir=run_dir,
-        overrides=overrides,
+        argv=plan.argv,
+        env_overrides=plan.env_overrides,
+        run_dir=plan.run_dir,
+        overrides=plan.overrides,
         started_at=started_at,
         timeout_s=timeout_s,
     )
+    _write_result(files, record, probe_run, wall_s=wall_s)
+    if interrupted:
+        raise KeyboardInterrupt
+    return TrialResult(folder=plan.folder, record=record, other_gpu_processes=others)
+
+
+@dataclass
+class _TrialPlan:
+    """What a trial will write and run, worked out and checked before anything is written."""
+
+    config_file: Path
+    config: ConfigFacts
+    change: dict[str, Any]
+    change_env: dict[str, str]
+    env_overrides: dict[str, str]
+    env: dict[str, str]
+    run_dir: Path
+    folder: Path
+    files: TrialFolder
+    argv: list[str]
+    text: str
+    overrides: dict[str, list[Any]]
+    probe_run: Any
+
+
+def _plan_trial(
+    config_path: str | os.PathLike[str],
+    *,
+    steps: int,
+    out_dir: str | os.PathLike[str],
+    launcher: str,
+    cwd: str | os.PathLike[str] | None,
+    probe: bool,
+    probe_lengths: Any,
+) -> _TrialPlan:
+    """Read the config and its change.json, check the new folder and the launcher (BadInput, nothing written)."""
+    from oomdoctor.facts.config import read_config
+
+    config_file = Path(config_path).expanduser()
+    config = read_config(config_file)
+    inputs.check_new_folder(out_dir)
+    change_file = config_file.resolve().parent / CHANGE
+    change = _read_change(change_file)
+    run_dir = Path(cwd).expanduser().resolve() if cwd is not None else _run_dir_for(config)
+    folder = inputs.check_new_folder(out_dir, protected=_run_folders(config, run_dir))
+    launcher_env, command = parse_launcher(launcher)
+    # the patch's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is part of the change being tried: memory
+    # settings only (trial/env.py), never PATH or LD_PRELOAD from a folder someone else prepared
+    change_env = allowed_change_env(change.get("env"), path=change_file)
+    env_overrides = {**change_env, **launcher_env, **TRIAL_ENV}
+    env = {**os.environ, **env_overrides}
+    program = resolve_program(command[0], env.get("PATH"))
+    if program is None:
+        raise BadInput(msg("launcher_not_found", None, program=command[0]))
+
+    files = TrialFolder(folder)
+    keys = trial_overrides(config, steps=steps, output_dir=files.output_dir)
+    probe_run = _plan_probe(config, files, steps=steps, cwd=run_dir, lengths=probe_lengths) if probe else None
+    if probe_run is not None:
+        keys.update(probe_run.plan.changes)
+    text, overrides = trial_config_text(config_file, keys)
+    argv = [program, *command[1:], str(files.config)]
+    return _TrialPlan(config_file=config_file, config=config, change=change, change_env=change_env,
+                      env_overrides=env_overrides, env=env, run_dir=run_dir, folder=folder, files=files,
+                      argv=argv, text=text, overrides=overrides, probe_run=probe_run)  # fmt: skip
+
+
+def _write_trial_folder(plan: _TrialPlan) -> None:
+    """Make the new folder and write the probe's dataset, the trial config and the change tried."""
+    files = plan.files
+    inputs.make_new_folder(plan.folder)
+    if plan.probe_run is not None:
+        plan.probe_run.plan.write()
+    files.config.write_text(plan.text, encoding="utf-8")
+    if plan.change:  # the bytes already read and checked, not the path again (it may have changed since)
+        files.change.write_text(
+            json.dumps(plan.change, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+
+
+def _check_run_numbers(*, steps: Any, timeout_s: Any, interval_s: Any) -> None:
+    """BadInput unless the step count, the time limit and the sampling interval are usable numbers."""
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise BadInput(msg("trial_bad_steps", None, value=steps))
+    if not isinstance(timeout_s, int | float) or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise BadInput(msg("trial_bad_timeout", None, value=timeout_s))  # nan would never time out
+    if not isinstance(interval_s, int | float) or not math.isfinite(interval_s) or interval_s < 0.01:
+        # 0 or nan: a busy loop
+        raise BadInput(msg("arg_range", None, low="0.01", high="3600", value=interval_s))
+
+
+def _announce(
+    on_line: Callable[[str], None], change_env: dict[str, str], others: list[dict[str, Any]]
+) -> None:
+    """Tell the user, before anything runs, what the folder's change.json sets and who else holds a GPU."""
+    if change_env:
+        on_line("[oomdoctor] " + msg("env_applied", None, pairs=shown_env(change_env)))
+    if others:
+        listing = ", ".join(f"GPU {p['gpu']} pid {p['pid']} ({p['used_mib'] or 0:,.0f} MiB)" for p in others)
+        on_line("[oomdoctor] " + msg("trial_other_processes", None, listing=listing))
+
+
+def _watch_until_end(
+    proc: subprocess.Popen[bytes],
+    *,
+    sampler: Sampler,
+    tree: ProcessTreeRss,
+    tick: Callable[[], None],
+    started: float,
+    timeout_s: float,
+    stop: threading.Event | None,
+) -> tuple[float | None, str]:
+    """Wait for the command, ticking the progress; returns (its end time or None, "exit"/"timeout"/"stop")."""
+    while True:
+        try:
+            proc.wait(timeout=0.2)
+            return time.monotonic(), "exit"  # the command's own end, before any clean-up of leftovers
+        except subprocess.TimeoutExpired:
+            pass
+        if sampler.tree is None:
+            tree.alive()  # keep learning the tree while NVML does the sampling
+        tick()
+        if time.monotonic() - started > timeout_s:
+            return None, "timeout"
+        if stop is not None and stop.is_set():
+            return None, "stop"
+
+
+def _write_result(files: TrialFolder, record: dict[str, Any], probe_run: Any, *, wall_s: float) -> None:
+    """Write result.json (with a probe's milestones), then again with the calibration a probe earns."""
     if probe_run is not None:
         failed = record["phase"] if not record["ok"] else None
         record.update(probe_run.record(samples_csv=files.samples, trainer_log=files.trainer_log,
                                        failed_phase=failed, end_s=wall_s))  # fmt: skip
-    files.result.write_text(
-        json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    files.result.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if probe_run is not None and probe_run.calibrates(record):
         record.update(_calibrate(files))
         files.result.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    if interrupted:
-        raise KeyboardInterrupt
-    return TrialResult(folder=folder, record=record, other_gpu_processes=others)
 
 
 def _result_record(

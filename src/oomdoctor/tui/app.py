@@ -218,7 +218,7 @@ class OomDoctorApp(App[int]):
         if watch and not is_demo and config is not None:
             from oomdoctor.watch import run_is_live
 
-            if run_is_live(config):  # still running: watch it (oomdoctor.tui.watch_screen)
+            if run_is_live(config, log):  # a process names it, or its log is still being written: watch it
                 from oomdoctor.tui.watch_screen import WatchScreen
 
                 self.push_screen(WatchScreen(config, log))

@@ -360,6 +360,8 @@ TEXTS: dict[str, dict[str, str]] = {
     "watch_no_warning": {"en": "No warning: what is coming fits in what is left.", "zh": "没有预警:后面需要的内存都在剩余范围内。"},
     "watch_first_warning": {"en": "First warning ({elapsed} s in): {text}", "zh": "第一条预警(开始后 {elapsed} 秒):{text}"},
     "watch_ended": {"en": "The run has ended. The diagnosis of its log (d: open it with its proposals):", "zh": "训练已结束。日志诊断如下(按 d 打开诊断视图查看修改建议):"},
+    "watch_no_readings": {"en": "No warning can be judged without a reading of the run's memory (RECORD_VRAM=1 in its environment logs it).", "zh": "没有训练内存的读数,无法判断预警(在训练环境中设置 RECORD_VRAM=1 即会记录)。"},
+    "watch_log_only": {"en": "Following the log alone: no process of this run is visible here (another container or a scheduler?), so no process memory; {file} written {age} s ago.", "zh": "仅跟随日志:这里看不到这次训练的进程(在另一个容器中或由调度器启动?),因此没有进程内存;{file} {age} 秒前写入。"},
     # (end of watch)
 
     # --- messages added by the tui work (keep each group together) ---

@@ -39,8 +39,9 @@ class MemoryPlot(PlotextPlot):
         self.pool: dict[str, Any] = {}
 
     def add(self, time_s: float, pool: dict[str, Any]) -> None:
-        self.times.append(time_s)
-        self.used.append(pool["used_mib"])
+        if pool["used_mib"] is not None:  # None: the estimate alone (a log without memory readings)
+            self.times.append(time_s)
+            self.used.append(pool["used_mib"])
         self.pool = pool
         self.replot()
 
@@ -48,14 +49,17 @@ class MemoryPlot(PlotextPlot):
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        if not self.times:
+        phases = self.pool.get("phase_lines_mib") or {}
+        if not self.times and not phases:
             return
-        plt.plot(list(self.times), list(self.used), color="green", marker="braille")
-        plt.hline(self.pool["limit_mib"], "red")
-        plt.hline(self.pool["peak_mib"], "yellow")
-        for phase, level in (self.pool.get("phase_lines_mib") or {}).items():
-            plt.hline(level, PHASE_COLORS.get(phase, "white"))
-        plt.ylim(0, max(self.pool["limit_mib"], *(self.pool.get("phase_lines_mib") or {}).values()) * 1.05)
+        if self.times:
+            plt.plot(list(self.times), list(self.used), color="green", marker="braille")
+        levels = [(self.pool.get("limit_mib"), "red"), (self.pool.get("peak_mib"), "yellow")]
+        levels += [(level, PHASE_COLORS.get(phase, "white")) for phase, level in phases.items()]
+        for level, color in levels:
+            if level is not None:
+                plt.hline(level, color)
+        plt.ylim(0, max(level or 0.0 for level, _ in levels) * 1.05 or 1.0)
         plt.xlabel("s")
         self.refresh()
 
@@ -102,11 +106,11 @@ class WatchScreen(DoctorScreen):
             yield Static(id="watch-diagnosis")
         yield Footer(compact=True)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         super().on_mount()
         self.query_one("#watch-ended", Vertical).display = False
         self.follow()
-        await self.refresh_view()
+        self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -164,9 +168,13 @@ class WatchScreen(DoctorScreen):
             return t("watch_waiting", lang)
         na = t("value_na", lang)
         loss = na if frame["loss"] is None else f"{frame['loss']:.4f}"
-        return t("watch_status", lang, step=frame["step"] if frame["step"] is not None else na,
-                 total=frame["total_steps"] or na, loss=loss, eval=frame["next_eval_step"] or na,
-                 save=frame["next_save_step"] or na, pids=", ".join(map(str, frame["pids"])) or na)  # fmt: skip
+        status = t("watch_status", lang, step=frame["step"] if frame["step"] is not None else na,
+                   total=frame["total_steps"] or na, loss=loss, eval=frame["next_eval_step"] or na,
+                   save=frame["next_save_step"] or na, pids=", ".join(map(str, frame["pids"])) or na)  # fmt: skip
+        if frame.get("log_only") and not frame["ended"]:  # no process here: say so
+            age = f"{frame['log_age_s'] or 0:.0f}"
+            status += "\n" + t("watch_log_only", lang, file=frame["log_file"] or na, age=age)
+        return status
 
     def _warnings(self, frame: dict[str, Any]) -> Text:
         lang = self.lang
@@ -176,7 +184,12 @@ class WatchScreen(DoctorScreen):
                 text.append(f"! {w['text'][lang]}\n", style="bold yellow")
                 text.append(f"  {w['act'][lang]}\n")
         elif frame["alive"]:
-            text.append(t("watch_no_warning", lang) + "\n", style="green")
+            from oomdoctor.watch.render import has_readings
+
+            if has_readings(frame):
+                text.append(t("watch_no_warning", lang) + "\n", style="green")
+            else:
+                text.append(t("watch_no_readings", lang) + "\n", style="dim")
         if frame["history"]:
             first = frame["history"][0]
             text.append(t("watch_first_warning", lang, elapsed=f"{first['time_s']:.0f}",
@@ -184,7 +197,7 @@ class WatchScreen(DoctorScreen):
         return text
 
     def _diagnosis(self) -> Text:
-        from oomdoctor.commands.diagnose import report
+        from oomdoctor.report.diagnosis import report
 
         lang = self.lang
         head = t("watch_ended", lang)

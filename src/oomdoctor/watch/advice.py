@@ -27,10 +27,17 @@ def load_spec() -> dict[str, Any]:
 
     path = rules_dir() / SPEC_FILE
     spec = load_data_file(path)
+    if not isinstance(spec, dict):
+        raise BadInput(msg("watch_spec_incomplete", None, file=str(path), kind="kinds"))
     for kind in CHECKS:
         entry = (spec.get("kinds") or {}).get(kind)
         texts = [entry.get(key) for key in ("text", "act")] if isinstance(entry, dict) else []
-        if not texts or not all(isinstance(x, dict) and {"en", "zh"} <= set(x) for x in texts) or "hypothesis" not in entry:
+        if (
+            not isinstance(entry, dict)
+            or not all(isinstance(x, dict) and {"en", "zh"} <= set(x) for x in texts)
+            or not texts
+            or "hypothesis" not in entry
+        ):
             raise BadInput(msg("watch_spec_incomplete", None, file=str(path), kind=kind))
     return spec
 
@@ -69,7 +76,9 @@ def _hypothetical_log(kind: str, fields: dict[str, Any]) -> LogFacts:
     for key, value in spec.items():
         values[key] = fields.get(value["from"]) if isinstance(value, dict) else value
     other_pid, other_mib = values.pop("other_pid", None), values.pop("other_mib", None)
-    log = LogFacts(oom=True, error_line=f"(foreseen by oomdoctor watch: {kind})", phase_confidence="high", **values)
+    log = LogFacts(
+        oom=True, error_line=f"(foreseen by oomdoctor watch: {kind})", phase_confidence="high", **values
+    )
     if other_pid is not None:
         log.other_processes = [OtherProcess(pid=int(other_pid), used_mib=float(other_mib or 0.0))]
     return log
@@ -79,7 +88,10 @@ def change_text(proposal: Any, spec: dict[str, Any]) -> dict[str, str]:
     forms = spec["change_forms"]
     out = {}
     for lang in ("en", "zh"):
-        parts = [forms["field"][lang].format(field=f, old=old, new=new) for f, (old, new) in proposal.changes.items()]
+        parts = [
+            forms["field"][lang].format(field=f, old=old, new=new)
+            for f, (old, new) in proposal.changes.items()
+        ]
         parts += [forms["env"][lang].format(name=k, value=v) for k, v in proposal.env.items()]
         if not parts:
             parts = [forms["manual"][lang].format(title=proposal.title.get(lang, proposal.rule))]
@@ -104,7 +116,9 @@ def make_advise(facts: Facts) -> Any:
     from oomdoctor.rules.engine import diagnose
 
     def advise(kind: str, fields: dict[str, Any]) -> Advice:
-        readings = dataclasses.replace(facts.readings, log=_hypothetical_log(kind, fields), estimate=facts.estimate)
+        readings = dataclasses.replace(
+            facts.readings, log=_hypothetical_log(kind, fields), estimate=facts.estimate
+        )
         hypothetical = assemble(readings, facts.answers)
         spec = load_spec()["kinds"][kind]
         prefer_rule = (spec.get("prefer_rule") or {}).get(fields.get("part"))
@@ -112,9 +126,13 @@ def make_advise(facts: Facts) -> Any:
             diagnosis = diagnose(hypothetical)
         except Exception:  # advice is a nicety: a warning stands without it
             diagnosis = None
-        proposal = _choose(diagnosis, spec.get("prefer_cause"), prefer_rule) if diagnosis is not None else None
+        proposal = (
+            _choose(diagnosis, spec.get("prefer_cause"), prefer_rule) if diagnosis is not None else None
+        )
         if proposal is None:
             return Advice(None, {}, {}, {"en": "-", "zh": "-"})
-        return Advice(proposal.rule, dict(proposal.changes), dict(proposal.env), change_text(proposal, load_spec()))
+        return Advice(
+            proposal.rule, dict(proposal.changes), dict(proposal.env), change_text(proposal, load_spec())
+        )
 
     return advise

@@ -132,7 +132,7 @@ class ProcessTree:
 
     def _alive(self, proc: Any) -> bool:
         try:
-            return proc.is_running() and proc.status() != self._psutil.STATUS_ZOMBIE
+            return bool(proc.is_running() and proc.status() != self._psutil.STATUS_ZOMBIE)
         except self._psutil.Error:
             return False
 
@@ -163,7 +163,7 @@ def rlimit_as_mib(proc: Any) -> float | None:
         return None
     if soft in (-1, psutil.RLIM_INFINITY) or soft >= UNLIMITED_BYTES:
         return None
-    return soft / MIB
+    return float(soft) / MIB
 
 
 def _read_bytes(path: Path) -> int | None:

@@ -28,12 +28,10 @@ def _eta(seconds: float | None) -> str:
 
 def _pool_lines(pool: dict[str, Any], lang: Lang) -> list[str]:
     source = msg(f"wr_limit_{pool['limit_source']}", lang)
-    lines = [
-        f"{pool['name']}  {source}",
-        f"  {_bar(pool['used_mib'], pool['limit_mib'])} "
-        + msg("wr_pool", lang, used=_num(pool["used_mib"]), limit=_num(pool["limit_mib"]),
-              peak=_num(pool["peak_mib"]), left=_num(pool["left_mib"])),
-    ]  # fmt: skip
+    if pool["used_mib"] is None:  # the estimate alone (log without memory readings)
+        lines = [f"{pool['name']}  {source}", "  " + msg("wr_estimate_only", lang, limit=_num(pool["limit_mib"]))]
+    else:
+        lines = _reading_lines(pool, source, lang)
     phase = pool.get("phase_lines_mib") or {}
     if phase:
         lines.append("  " + msg("wr_phase_lines", lang, eval=_num(phase.get("eval")), batch=_num(phase.get("longest_batch")),
@@ -41,14 +39,30 @@ def _pool_lines(pool: dict[str, Any], lang: Lang) -> list[str]:
     return lines
 
 
+def _reading_lines(pool: dict[str, Any], source: str, lang: Lang) -> list[str]:
+    return [
+        f"{pool['name']}  {source}",
+        f"  {_bar(pool['used_mib'], pool['limit_mib'])} "
+        + msg("wr_pool", lang, used=_num(pool["used_mib"]), limit=_num(pool["limit_mib"]),
+              peak=_num(pool["peak_mib"]), left=_num(pool["left_mib"])),
+    ]  # fmt: skip
+
+
+def has_readings(frame: dict[str, Any]) -> bool:
+    """Some memory of the run was read (not only the estimate's levels): warnings can be judged."""
+    return any(pool["used_mib"] is not None for pool in frame["pools"])
+
+
 def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
     """The frame as text; ``final`` is the Diagnosis once the run has ended."""
     lines = [msg("wr_title", lang, time=frame["time"], config=frame["config"]), ""]
     if frame["alive"]:
-        lines.append(msg("wr_run", lang, pids=", ".join(map(str, frame["pids"])), step=_num(frame["step"]),
+        lines.append(msg("wr_run", lang, pids=", ".join(map(str, frame["pids"])) or "-", step=_num(frame["step"]),
                          total=_num(frame["total_steps"]), loss="-" if frame["loss"] is None else f"{frame['loss']:.4f}",
                          eta=_eta(frame["eta_s"])))  # fmt: skip
         lines.append(msg("wr_next", lang, eval=_num(frame["next_eval_step"]), save=_num(frame["next_save_step"])))
+        if frame.get("log_only"):
+            lines.append(msg("wr_log_only", lang, file=frame["log_file"] or "-", age=_num(frame["log_age_s"])))
     elif not frame["ended"]:
         lines.append(msg("wr_waiting", lang))
     lines.append("")
@@ -60,7 +74,7 @@ def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
         for w in frame["warnings"]:
             lines += [f"  ! {w['text'][lang]}", f"    {w['act'][lang]}"]
     elif frame["alive"]:
-        lines.append(msg("wr_no_warnings", lang))
+        lines.append(msg("wr_no_readings" if not has_readings(frame) else "wr_no_warnings", lang))
     if frame["history"]:
         first = frame["history"][0]
         lines.append(msg("wr_first", lang, text=first["text"][lang], elapsed=f"{first['time_s']:.0f}",
@@ -68,7 +82,7 @@ def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
     if frame["ended"]:
         lines += ["", msg("wr_ended", lang), ""]
         if final is not None:
-            from oomdoctor.commands.diagnose import report
+            from oomdoctor.report.diagnosis import report
 
             lines.append(report(final, lang))
         else:

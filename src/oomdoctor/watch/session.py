@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from oomdoctor.facts.gpu import GpuSource
-from oomdoctor.watch import procs, schedule
+from oomdoctor.watch import logstate, procs, schedule
 from oomdoctor.watch.engine import Observation, Pool, WarningEngine
 from oomdoctor.watch.follow import LogFollower, Progress, TrainerLogFollower
-
-CONSOLE_LOG_NAMES = ("running_log.txt", "train.log", "nohup.out")
 
 
 def _output_dir(config_path: Path, output_dir: str | None) -> Path | None:
@@ -27,8 +25,10 @@ def _output_dir(config_path: Path, output_dir: str | None) -> Path | None:
     return path if path.is_absolute() else Path.cwd() / path
 
 
-def run_is_live(config_path: str | os.PathLike[str]) -> bool:
-    """True when a running process names the config or its output_dir (the TUI then opens watch mode)."""
+def run_is_live(config_path: str | os.PathLike[str], log_path: str | os.PathLike[str] | None = None) -> bool:
+    """True when a running process names the config or its output_dir, or when the run's log is still being
+    written (``logstate.log_is_live``: a run launched where we cannot see its process). The TUI then opens
+    watch mode."""
     from oomdoctor.errors import BadInput
     from oomdoctor.facts.config import read_config
 
@@ -36,7 +36,9 @@ def run_is_live(config_path: str | os.PathLike[str]) -> bool:
         output_dir = _output_dir(Path(config_path), read_config(Path(config_path)).output_dir)
     except BadInput:
         return False
-    return bool(procs.find_training(str(config_path), str(output_dir) if output_dir else None))
+    if procs.find_training(str(config_path), str(output_dir) if output_dir else None):
+        return True
+    return logstate.log_is_live(Path(log_path) if log_path is not None else None, output_dir)
 
 
 class Watcher:
@@ -77,22 +79,16 @@ class Watcher:
         self._clock = clock
         self._start = clock()
         self.peaks: dict[str, float] = {}
+        self.log_only = False  # no process of the run is visible: followed from its log alone
+        self.log = logstate.LogState(None, None, False)
+        self._tails = logstate.TailReader()
 
     # ---- what to follow --------------------------------------------------------------------------------
-    def _console_logs(self) -> list[Path]:
-        if self.log_path is not None and not self.log_path.is_dir():
-            return [self.log_path]
-        folder = self.log_path or self.output_dir
-        if folder is None:
-            return []
-        found = [folder / name for name in CONSOLE_LOG_NAMES if (folder / name).is_file()]
-        return found[:1]
-
     def _attach_followers(self) -> None:
-        paths: list[tuple[Path, type]] = [(p, LogFollower) for p in self._console_logs()]
-        jsonl_dir = self.log_path if self.log_path is not None and self.log_path.is_dir() else self.output_dir
-        if jsonl_dir is not None and (jsonl_dir / "trainer_log.jsonl").is_file():
-            paths.append((jsonl_dir / "trainer_log.jsonl", TrainerLogFollower))
+        paths: list[tuple[Path, type]] = [(p, LogFollower) for p in logstate.console_logs(self.log_path, self.output_dir)]
+        jsonl = logstate.trainer_log(self.log_path, self.output_dir)
+        if jsonl is not None:
+            paths.append((jsonl, TrainerLogFollower))
         for path, kind in paths:
             if path not in self._followed:
                 self._followed.add(path)
@@ -142,25 +138,55 @@ class Watcher:
         return Pool("host", "host", binding.source, binding.limit_mib, binding.used_mib,
                     procs.tree_rss_mib(members) if members else None)  # fmt: skip
 
+    # ---- without a process: the log alone ----------------------------------------------------------------
+    def _follow_log_alone(self, members: list[Any]) -> bool:
+        """Whether the run is followed from its log alone now: no process of it is visible, and its log was
+        written lately (within ``recent_s`` to start, ``stale_s`` to go on) with no end of training."""
+        if members or self.found_once or self.ended:
+            self.log_only = self.log_only and not members  # a process of the run showed up: watch it
+            return False
+        window = logstate.stale_s() if self.log_only else logstate.recent_s()
+        console = logstate.console_logs(self.log_path, self.output_dir)
+        self.log = logstate.log_state(console, logstate.trainer_log(self.log_path, self.output_dir), within_s=window,
+                                      reader=self._tails)  # fmt: skip
+        live = self.log.written_within(window) and not self.log.ended
+        if self.log_only and not live:
+            self.ended = True
+            self.diagnosis = self._diagnose()
+        self.log_only = self.log_only or live
+        return live
+
+    def _log_pools(self) -> list[Pool]:
+        """The card as the log tells it: RECORD_VRAM's reserved memory (+ a CUDA context) against the card
+        the config runs on; none when either is unknown."""
+        from oomdoctor.estimate.memory import constants
+
+        reserved, card = self.progress.vram_reserved_mib, self.facts.capacity_mib
+        if reserved is None or not card:
+            return []
+        used = reserved + float(constants()["cuda_context_mib"][0])
+        return [Pool("log", "gpu", "log", float(card), used, used)]
+
     # ---- one frame -------------------------------------------------------------------------------------
     def poll(self) -> dict[str, Any]:
         members = self._members()
         self._attach_followers()
         for follower in self._followers:
             follower.poll()
+        alone = self._follow_log_alone(members)
         run_pids = {p.pid for p in members}
-        pools = self._gpu_pools(run_pids) + [self._host_pool(members)]
+        pools = self._log_pools() if alone else self._gpu_pools(run_pids) + [self._host_pool(members)]
         for pool in pools:
             self.peaks[pool.name] = max(self.peaks.get(pool.name, 0.0), pool.used_mib)
         p = self.progress
         now = self._clock() - self._start
         obs = Observation(now, tuple(pools), p.step, p.total_steps, p.eta_s, p.in_eval, p.training_started,
                           p.retries, p.vram_reserved_mib)  # fmt: skip
-        warnings = self.engine.observe(obs) if members else []
+        warnings = self.engine.observe(obs) if members or (alone and pools) else []
         if self.found_once and not members and not self.ended:
             self.ended = True
             self.diagnosis = self._diagnose()
-        return self._frame(obs, members, warnings)
+        return self._frame(obs, members, warnings, alone)
 
     def _diagnose(self) -> dict[str, Any]:
         from oomdoctor.api import run_diagnosis
@@ -168,21 +194,28 @@ class Watcher:
 
         log = self.log_path or self.output_dir
         try:
-            self.final = run_diagnosis(self.config_path, log, gpu_source=self.source)
+            final = run_diagnosis(self.config_path, log, gpu_source=self.source)
         except BadInput as err:
             return {"error": str(err)}
-        return self.final.to_json()
+        self.final = final
+        return final.to_json()
 
-    def _frame(self, obs: Observation, members: list[Any], warnings: list[Any]) -> dict[str, Any]:
+    def _frame(self, obs: Observation, members: list[Any], warnings: list[Any], alone: bool) -> dict[str, Any]:
         total = obs.total_steps or self.config.max_steps
         target = self.engine.target(obs)
+        pools = [self._pool_json(pool, pool is target, obs) for pool in obs.pools]
+        if alone and not pools:
+            pools = [self._estimate_json(obs)]
         return {
             "time": time.strftime("%Y-%m-%d %H:%M:%S"),
             "unix_time": round(time.time(), 3),
             "elapsed_s": round(obs.time_s, 2),
             "config": str(self.config_path),
             "pids": sorted(p.pid for p in members),
-            "alive": bool(members),
+            "alive": bool(members) or alone,
+            "log_only": self.log_only,
+            "log_file": str(self.log.path) if self.log_only and self.log.path else None,
+            "log_age_s": None if not self.log_only or self.log.age_s is None else round(self.log.age_s, 1),
             "ended": self.ended,
             "step": obs.step,
             "total_steps": total,
@@ -191,7 +224,7 @@ class Watcher:
             "in_eval": obs.in_eval,
             "next_eval_step": schedule.next_eval(self.config, obs.step, total),
             "next_save_step": schedule.next_save(self.config, obs.step, total),
-            "pools": [self._pool_json(pool, pool is target, obs) for pool in obs.pools],
+            "pools": pools,
             "warnings": [w.to_json() for w in warnings],
             "history": [w.to_json() for w in self.engine.history],
             "diagnosis": self.diagnosis,
@@ -215,6 +248,24 @@ class Watcher:
         elif pool.kind == "host" and save_coming and self.plan.save_host_parts:
             out["phase_lines_mib"] = {"save": round(self._held(pool) + sum(self.plan.save_host_parts.values()), 1)}
         return out
+
+    def _estimate_json(self, obs: Observation) -> dict[str, Any]:
+        """No memory to read (log alone, no RECORD_VRAM): the estimate's own levels against the card."""
+        from oomdoctor.estimate.memory import constants
+
+        held = self.plan.static_mib + float(constants()["cuda_context_mib"][0])
+        save_coming = schedule.next_save(self.config, obs.step, obs.total_steps or self.config.max_steps) is not None
+        lines = {}
+        if self.plan.eval_extra_mib is not None:
+            lines["eval"] = round(held + self.plan.eval_extra_mib, 1)
+        if self.plan.train_extra_mib is not None:
+            lines["longest_batch"] = round(held + self.plan.train_extra_mib, 1)
+        if save_coming and self.facts.estimate is not None:  # the run is on a GPU, wherever it is
+            lines["save"] = round(held + sum(self.facts.estimate.save_gpu_mib.values()), 1)
+        card = self.facts.capacity_mib
+        return {"name": "estimate", "kind": "estimate", "limit_source": "estimate",
+                "limit_mib": None if not card else round(float(card), 1), "used_mib": None, "left_mib": None,
+                "run_mib": None, "peak_mib": None, "others": [], "phase_lines_mib": lines}  # fmt: skip
 
     def _held(self, pool: Pool) -> float:
         """What the run holds for good in this memory: used now, less the room a coming phase can reuse."""

@@ -1,0 +1,136 @@
+"""The diagnosis as text a person reads in a terminal: what ran out, the account of the card, the findings,
+the one change to make and how to apply it. ``oomdoctor diagnose``, ``oomdoctor watch`` (when the run dies) and
+the app's watch screen print the same report."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from oomdoctor.i18n import Lang, msg, pick
+
+if TYPE_CHECKING:
+    from oomdoctor.diagnosis import Diagnosis, Proposal
+
+
+# --- the readable report ---------------------------------------------------------------------------------
+
+
+def _mib(value: float | None) -> str:
+    return "?" if value is None else f"{value:,.0f}"
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _patch_command(
+    proposal: Proposal, config: str | None, log: str | None, known: list[str], first: bool
+) -> str:
+    words = ["oomdoctor", "patch", "--config", config or "<config.yaml>"]
+    if log:
+        words += ["--log", log]
+    words += known
+    if not first:
+        words += ["--rule", proposal.rule]
+    words += ["--out", "<new folder>"]
+    return " ".join(shlex.quote(w) if not w.startswith("<") else w for w in words)
+
+
+def _proposal_lines(proposal: Proposal, lang: Lang) -> list[str]:
+    lines = [f"  {pick(proposal.title, lang)}   [{proposal.rule}]"]
+    for field, (old, new) in proposal.changes.items():
+        lines.append(f"    {field}: {_value(old)} -> {_value(new)}")
+    if proposal.env:
+        lines.append(f"    {msg('r_env', lang)}: " + " ".join(f"{k}={v}" for k, v in proposal.env.items()))
+    if proposal.files:
+        lines.append(f"    {msg('r_files', lang)}: " + ", ".join(proposal.files))
+    lines.append(f"  {msg('r_why', lang)}: {pick(proposal.why, lang)}")
+    lines.append(f"  {msg('r_cost', lang)}: {pick(proposal.cost, lang)}")
+    lines.append(f"  {msg('r_judge', lang)}: {pick(proposal.judge, lang)}")
+    for text in proposal.already_on:
+        lines.append(f"  {msg('r_already_on', lang)}: {pick(text, lang)}")
+    for text in proposal.requires:
+        lines.append(f"  {msg('r_requires', lang)}: {pick(text, lang)}")
+    effect = proposal.effect
+    if effect is not None and effect.after_mib is not None:
+        line = msg("r_effect", lang, before=_mib(effect.before_mib), after=_mib(effect.after_mib))
+        if effect.fits_after is not None:
+            line += f" ({msg('r_effect_fits' if effect.fits_after else 'r_effect_not_fits', lang)})"
+        if effect.note:
+            line += f"; {pick(effect.note, lang)}"
+        lines.append(f"  {line}")
+    elif effect is not None and effect.note:
+        lines.append(f"  {pick(effect.note, lang)}")
+    return lines
+
+
+def report(
+    diagnosis: Diagnosis,
+    lang: Lang,
+    *,
+    config: str | None = None,
+    log: str | None = None,
+    known: list[str] | None = None,
+) -> str:
+    """The diagnosis as text a person reads in a terminal, in ``lang``."""
+    d = diagnosis
+    known = known or []
+    out: list[str] = []
+    if not d.oom:
+        out.append(msg("r_no_oom", lang))
+    else:
+        phase, cause = msg(f"phase_{d.phase}", lang), msg(f"cause_{d.cause}", lang)
+        if d.step is not None:
+            out.append(msg("r_oom_step", lang, step=d.step, phase=phase, cause=cause))
+        else:
+            out.append(msg("r_oom", lang, phase=phase, cause=cause))
+    numbers = [
+        msg(key, lang, mib=_mib(value))
+        for key, value in (
+            ("r_num_requested", d.requested_mib),
+            ("r_num_capacity", d.capacity_mib),
+            ("r_num_free", d.free_mib),
+            ("r_num_reserved", d.reserved_unallocated_mib),
+        )
+        if value is not None
+    ]
+    if numbers:
+        out.append(msg("r_numbers_sep", lang).join(numbers) + msg("r_numbers_end", lang))
+    if d.account is not None:
+        out.append(f"{msg('r_account', lang)} {pick(d.account['line'], lang)}")
+    # What a guard skipped is shown with the proposal ("Already on"); list it here only without one.
+    shown = [f for f in d.findings if d.proposal is None or not f.id.startswith("guard.")]
+    if shown:
+        out += ["", msg("r_findings", lang)]
+        out += [f"  - {pick(f.text, lang)}" for f in shown]
+    if d.questions:
+        out += ["", msg("r_questions", lang)]
+        for q in d.questions:
+            out.append(f"  ? {pick(q.text, lang)}")
+            for a in q.answers:
+                out.append(f"      {a.value}: {pick(a.label, lang)}")
+            out.append(f"    {msg('r_answer_hint', lang, question=q.key, allowed='|'.join(q.allowed))}")
+    if d.proposal is not None:
+        heading = "r_manual" if d.proposal.manual else "r_proposal"
+        out += ["", msg(heading, lang)]
+        out += _proposal_lines(d.proposal, lang)
+        if not d.proposal.manual:
+            out += [
+                "",
+                msg("r_patch_hint", lang),
+                f"  {_patch_command(d.proposal, config, log, known, True)}",
+            ]
+    elif d.oom:
+        out += ["", msg("r_no_proposal" if d.questions else "r_no_rule", lang)]
+    if d.alternatives:
+        out += ["", msg("r_alternatives", lang)]
+        for alt in d.alternatives:
+            out.append(f"  - {pick(alt.title, lang)}   [{alt.rule}]")
+            if not alt.manual:
+                out.append(f"      {_patch_command(alt, config, log, known, False)}")
+    return "\n".join(out)
