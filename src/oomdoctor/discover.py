@@ -20,6 +20,9 @@ from typing import Any
 
 # What a LLaMA-Factory training config always holds; a YAML without it is someone else's file.
 CONFIG_MARKER_KEYS: tuple[str, ...] = ("model_name_or_path",)
+# ...and says what to do with it: a data file that merely mentions a model (a package's table, a model
+# card's metadata) has none of these at its top level.
+TRAINING_KEYS: tuple[str, ...] = ("stage", "finetuning_type", "do_train", "output_dir", "dataset", "template")
 # How much of a YAML to read when checking for those keys.
 CONFIG_SNIFF_BYTES = 16 * 1024
 # Log files by exact name, in order of preference when several sit in one folder: the console capture
@@ -75,7 +78,11 @@ def is_training_config(path: Path) -> bool:
     except OSError:
         return False
     text = head.decode("utf-8", errors="replace")
-    return any(re.search(rf"(?m)^\s*{re.escape(key)}\s*:", text) for key in CONFIG_MARKER_KEYS)
+
+    def top_level(key: str) -> bool:  # a key of the document itself, not of a nested mapping or a list
+        return re.search(rf"(?m)^{re.escape(key)}\s*:", text) is not None
+
+    return all(top_level(key) for key in CONFIG_MARKER_KEYS) and any(top_level(k) for k in TRAINING_KEYS)
 
 
 def _is_log_name(name: str) -> bool:

@@ -104,8 +104,15 @@ def test_cancel_stops_the_scan(tmp_path: Path) -> None:
 
 
 def test_config_sniffing(tmp_path: Path) -> None:
-    assert is_training_config(_write(tmp_path / "a.yaml", "# comment\n  model_name_or_path: x\n", 1))
+    assert is_training_config(
+        _write(tmp_path / "a.yaml", "# comment\nmodel_name_or_path: x\nstage: sft\n", 1)
+    )
     assert not is_training_config(_write(tmp_path / "b.yaml", "name: model_name_or_path\n", 1))
+    # a data file that only mentions a model (a package's table, nested keys) is not a run's config
+    assert not is_training_config(
+        _write(tmp_path / "c.yaml", "qwen3:\n  model_name_or_path: x\n  stage: sft\n", 1)
+    )
+    assert not is_training_config(_write(tmp_path / "d.yaml", "model_name_or_path: x\nlicense: mit\n", 1))
     assert not is_training_config(tmp_path / "missing.yaml")
 
 

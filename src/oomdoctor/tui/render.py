@@ -26,7 +26,7 @@ def fmt_mib(mib: float | None, lang: Lang = "en") -> str:
         return t("value_na", lang)
     if abs(mib) >= 1024:
         return f"{mib / 1024:.2f} GiB"
-    return f"{mib:.0f} MiB"
+    return f"{mib:,.0f} MiB"
 
 
 def fmt_gib(mib: float | None, lang: Lang = "en") -> str:

@@ -27,6 +27,7 @@ from textual.widgets import (
     Static,
     TabbedContent,
     TabPane,
+    Tabs,
 )
 
 from oomdoctor.discover import display_path
@@ -224,6 +225,7 @@ class MainScreen(DoctorScreen):
         Binding("0", "skip_question", "Skip", id="skip", tooltip="Leave this question unanswered"),
         Binding("a", "apply", "Apply", id="apply", tooltip="Write this change into a new trial folder"),
         Binding("n", "next_proposal", "Next", id="next", tooltip="Show the next alternative change"),
+        Binding("N", "previous_proposal", "Previous", id="previous", tooltip="Show the previous change"),
         Binding("e", "explain", "Explain", id="explain", tooltip="Why this change, in full"),
         Binding("c", "copy_command", "Copy cmd", id="copy", tooltip="Copy the training command"),
         Binding("t", "trial", "Trial", id="trial", tooltip="Run a short trial of the new config"),
@@ -277,9 +279,9 @@ class MainScreen(DoctorScreen):
         panel = self.query_one(QuestionPanel)
         pending = session.pending_questions
         if pending and session.diagnosis is not None:
-            total = len(session.diagnosis.questions)
-            index = total - len(pending) + 1
-            await panel.show(pending[0], index, total, lang)
+            # numbered across the diagnoses of this run: the questions come one tier at a time
+            asked = session.questions_done()
+            await panel.show(pending[0], asked + 1, asked + len(pending), lang)
             panel.display = True
         else:
             panel.question = None
@@ -287,6 +289,9 @@ class MainScreen(DoctorScreen):
         view = self.query_one(ProposalView)
         view.show(session, lang)
         view.display = not pending
+        on_proposal = self.query_one("#tabs", TabbedContent).active == "proposal"
+        if not pending and on_proposal and (self.focused is None or isinstance(self.focused, Tabs)):
+            view.focus()  # arrows and PageDown scroll it at once (at 80x24 it is longer than the screen)
         history = self.query_one(HistoryTable)
         history.show(session.history, session, lang)
         history.display = bool(session.history)
@@ -324,7 +329,7 @@ class MainScreen(DoctorScreen):
             return bool(pending) and number <= min(len(pending[0].answers), MAX_ANSWERS)
         if action == "skip_question":
             return bool(pending)
-        if action in ("apply", "explain", "next_proposal", "copy_command", "trial") and (
+        if action in ("apply", "explain", "next_proposal", "previous_proposal", "copy_command", "trial") and (
             pending or proposal is None
         ):
             return False
@@ -334,7 +339,7 @@ class MainScreen(DoctorScreen):
             return session.can_measure  # while measuring, Esc (stop) takes its place in the footer
         if action == "cancel_measure":
             return session.measuring
-        if action == "next_proposal":
+        if action in ("next_proposal", "previous_proposal"):
             return len(session.proposals) > 1
         if action == "compare":
             return any((d / "result.json").is_file() for d in session.trial_dirs())
@@ -350,6 +355,10 @@ class MainScreen(DoctorScreen):
 
     async def action_next_proposal(self) -> None:
         self.doctor.session.next_proposal()
+        await self.refresh_view()
+
+    async def action_previous_proposal(self) -> None:
+        self.doctor.session.next_proposal(step=-1)
         await self.refresh_view()
 
     def action_show_tab(self, pane_id: str) -> None:
@@ -372,12 +381,13 @@ class MainScreen(DoctorScreen):
         from oomdoctor.discover import suggest_trial_folder
 
         suggested = suggest_trial_folder(session.cwd, proposal.rule)
+        same = session.same_change_written(proposal)
 
         def written(folder: object) -> None:
             if isinstance(folder, Path):
                 self.doctor.write_patch(proposal, folder)
 
-        self.app.push_screen(ApplyScreen(suggested), written)
+        self.app.push_screen(ApplyScreen(suggested, already=same), written)
 
     def action_explain(self) -> None:
         session = self.doctor.session
@@ -415,9 +425,10 @@ class ApplyScreen(DoctorModal):
 
     BINDINGS = [Binding("escape", "close", "Close", id="close", tooltip="Close this window")]
 
-    def __init__(self, suggested: Path) -> None:
+    def __init__(self, suggested: Path, *, already: Path | None = None) -> None:
         super().__init__()
         self.suggested = suggested
+        self.already = already  # the same change was written there already, from the same run
 
     @property
     def cwd(self) -> Path:
@@ -427,6 +438,9 @@ class ApplyScreen(DoctorModal):
         lang = self.lang
         with Vertical(id="apply-dialog", classes="dialog"):
             yield Static(Text(t("apply_title", lang), style="bold"))
+            if self.already is not None:
+                already = t("apply_already", lang, folder=display_path(self.already, self.cwd))
+                yield Static(Text(already, style="yellow"), id="apply-already")
             yield Static(t("apply_folder", lang))
             yield Input(display_path(self.suggested, self.cwd), id="apply-folder")
             yield Static(id="apply-error")

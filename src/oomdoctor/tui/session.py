@@ -154,13 +154,30 @@ class Session:
             return True if self.can_measure else None
         return None if proposal.manual else True
 
-    def next_proposal(self) -> None:
+    def next_proposal(self, step: int = 1) -> None:
         count = len(self.proposals)
         if count:
-            self.proposal_index = (self.proposal_index + 1) % count
+            self.proposal_index = (self.proposal_index + step) % count
         current = self.current_proposal
         if current is None or current.rule != self.patch_rule:
             self.patch, self.patch_rule = None, None
+
+    def questions_done(self) -> int:
+        """Questions of this run already answered or skipped (numbering goes on across diagnoses)."""
+        answered = set(self.facts.answers) if self.facts is not None else set()
+        return len(answered | self.skipped)
+
+    def same_change_written(self, proposal: Proposal) -> Path | None:
+        """The folder where this very change was already written from the same run, if any."""
+        parent = self.trial_parent()
+        for entry in self.history:
+            if (
+                entry.rule == proposal.rule
+                and entry.changes == dict(proposal.changes)
+                and entry.parent == parent
+            ):
+                return entry.folder
+        return None
 
     def trial_parent(self) -> str | None:
         """The trial folder the run on screen came from: the next change is compared with it."""

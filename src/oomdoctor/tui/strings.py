@@ -475,6 +475,12 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "[oomdoctor] no probe here ({reason}): the first steps as they come instead",
         "zh": "[oomdoctor] 这里无法探测({reason}):改为按原顺序跑前几步",
     },
+    "apply_already": {
+        "en": "This change was already written from this run, in {folder}: Write makes another copy.",
+        "zh": "这项修改已从本次运行写入 {folder}:再写入会多出一份副本。",
+    },
+    "key_previous": {"en": "Previous", "zh": "上一个"},
+    "key_previous_tip": {"en": "Show the previous change", "zh": "查看上一个修改"},
     # (end of tui)
 
     # --- messages added by the facts work (keep each group together) ---
