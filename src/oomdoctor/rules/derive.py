@@ -327,6 +327,8 @@ def _finetuning_type(facts: Facts, phase: str) -> str | None:
             and log.requested_mib >= ADAPTER_OPTIMIZER_REQUEST_MAX_MIB
         ):
             return "full"
+    if config is not None and not config.raw and phase == "optimizer_step":
+        return None  # no config written at all: LLaMA-Factory's default (lora) is no evidence against the step's
     return config.finetuning_type if config is not None else None
 
 

@@ -89,7 +89,7 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
         facts,
         oom=True,
         phase=facts.derived.phase,
-        cause=proposal.cause if proposal is not None else _evidence_cause(facts),
+        cause=_phase_cause(facts) or (proposal.cause if proposal is not None else _evidence_cause(facts)),
         findings=findings,
         proposal=proposal,
         alternatives=proposals[1:],
@@ -125,6 +125,15 @@ def _diagnosis(facts: Facts, **fields: Any) -> Diagnosis:
         facts=_facts_summary(facts),
         **fields,
     )
+
+
+def _phase_cause(facts: Facts) -> str | None:
+    """A phase whose frames name what filled the card: the optimizer step (AdamW's update, ``step()``) is the
+    optimizer state, whatever the estimate's largest term or the proposed change's own cause."""
+    d = facts.derived
+    if d.phase == "optimizer_step" and d.memory_kind != "host":
+        return "optimizer_state"
+    return None
 
 
 def _evidence_cause(facts: Facts) -> str:
