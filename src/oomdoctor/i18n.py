@@ -671,6 +671,11 @@ MESSAGES: dict[str, dict[str, str]] = {
     "len_next": {"en": "next: oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}", "zh": "下一步:oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}"},
     "est_note_ppo": {"en": "PPO also holds a reward/value model and generation buffers: not counted here", "zh": "PPO 还会占用奖励/价值模型与生成缓存:此处未计入"},
     # --- messages added by the diag work (keep each group together) ---
+    "log_ev_forward_is_step": {
+        "en": "a parameter gather or the attention kernel inside a forward, and no evaluation or generation in the "
+        "log: the training step's forward",
+        "zh": "前向中的参数汇集或注意力内核,且日志中没有验证或生成:是训练步的前向",
+    },
     "f_no_error_line": {
         "en": "No error line: the log ends inside a traceback before its error, so whether memory ran out cannot "
         "be told from it (a cut ValueError has the same frames). Paste the lines after the traceback, or say "
