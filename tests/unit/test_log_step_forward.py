@@ -1,5 +1,6 @@
-"""A forward-only traceback through a ZeRO-3 / FSDP gather or the attention kernel, in a log that shows no
-evaluation, is the training step (``step_forward_frames`` in facts/log_markers.yaml). Excerpts of public threads."""
+"""Frames that tell the phase (data in facts/log_markers.yaml), each on a public thread's excerpt: a forward-only
+traceback through a ZeRO-3 / FSDP gather or the attention kernel with no evaluation is the training step
+(``step_forward_frames``); DeepSpeed init_inference and a Ray actor loading vLLM engines back are loading.
 
 from __future__ import annotations
 
@@ -36,3 +37,38 @@ def test_a_plain_forward_frame_is_still_not_placed() -> None:
 def test_a_gather_during_evaluation_stays_evaluation() -> None:
     text = "***** Running Evaluation *****\n  Num examples = 200\n" + ZERO3_GATHER
     assert parse_log_text(text).phase == "eval"
+
+
+# deepspeedai/DeepSpeed#2933 (OPT-66B, init_inference on 8 x V100): the inference layers being built.
+DS_INIT_INFERENCE = (
+    '  File "/site-packages/deepspeed/model_implementations/transformers/ds_transformer.py", line 70, in __init__\n'
+    "    self.mlp = DeepSpeedMLP(self.config,\n"
+    '  File "/site-packages/deepspeed/ops/transformer/inference/ds_mlp.py", line 45, in __init__\n'
+    "    self.output_w = nn.Parameter(torch.empty(intm_size_per_partition,\n"
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 324.00 MiB (GPU 2; 31.75 GiB total "
+    "capacity; 31.08 GiB already allocated; 216.50 MiB free; 31.08 GiB reserved in total by PyTorch)\n"
+)
+# Open-Reasoner-Zero/Open-Reasoner-Zero#21 (PPO on Ray): the vLLM engines loaded back before training, the
+# driver re-raising the actor's OutOfMemoryError as RayTaskError(OutOfMemoryError).
+RAY_BACKLOAD = (
+    "Traceback (most recent call last):\n"
+    '  File "/orz/ppo/trainer.py", line 70, in train\n'
+    "    await self._backload_vllm_engines()\n"
+    '  File "/orz/ppo/trainer.py", line 1289, in _backload_vllm_engines\n'
+    "    await asyncio.gather(*backload_tasks)\n"
+    "ray.exceptions.RayTaskError(OutOfMemoryError): ray::LLMActor.backload_to_gpu() (pid=11992, ip=10.148.9.90)\n"
+)
+
+
+def test_deepspeed_init_inference_is_loading() -> None:
+    assert parse_log_text(DS_INIT_INFERENCE).phase == "load"
+
+
+def test_a_ray_task_oom_backloading_vllm_is_a_gpu_oom_while_loading() -> None:
+    log = parse_log_text(RAY_BACKLOAD)
+    assert log.oom and log.ran_out_of == "gpu" and log.phase == "load"
+
+
+def test_rays_own_memory_monitor_is_still_host_memory() -> None:
+    log = parse_log_text("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n")
+    assert log.ran_out_of == "host"
