@@ -1,6 +1,6 @@
 """Frames that tell the phase (data in facts/log_markers.yaml), each on a public thread's excerpt: a forward-only
 traceback through a ZeRO-3 / FSDP gather or the attention kernel with no evaluation is the training step
-(``step_forward_frames``); DeepSpeed init_inference and a Ray actor loading vLLM engines back are loading.
+(``step_forward_frames``); DeepSpeed init_inference and a Ray actor loading vLLM engines back are loading."""
 
 from __future__ import annotations
 
