@@ -72,3 +72,24 @@ def test_a_ray_task_oom_backloading_vllm_is_a_gpu_oom_while_loading() -> None:
 def test_rays_own_memory_monitor_is_still_host_memory() -> None:
     log = parse_log_text("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n")
     assert log.ran_out_of == "host"
+
+
+# lm-sys/FastChat#256 (4 x A100-80G, FSDP): after the last step, FSDP's full state_dict cloning runs out; the
+# OOM is printed inside its UserWarning on the same line.
+FSDP_CLONE = (
+    "{'train_runtime': 601.9411, 'train_samples_per_second': 7.029, 'train_loss': 1.4777254832513405, 'epoch': 1.0}\n"
+    "/usr/local/lib/python3.10/site-packages/torch/distributed/fsdp/_state_dict_utils.py:312: UserWarning: Failed to "
+    "clone() tensor with name _fsdp_wrapped_module.model.layers.39.mlp.gate_proj.weight on rank 1. This may mean that "
+    "this state_dict entry could point to invalid memory regions after returning from state_dict() call if this "
+    "parameter is managed by FSDP. Please check clone implementation of "
+    "_fsdp_wrapped_module.model.layers.39.mlp.gate_proj.weight. Error: CUDA out of memory. Tried to allocate 270.00 "
+    "MiB (GPU 1; 79.35 GiB total capacity; 76.93 GiB already allocated; 72.19 MiB free; 77.38 GiB reserved in total "
+    "by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.\n"
+    "  warnings.warn(\n"
+)
+
+
+def test_an_oom_inside_fsdps_state_dict_clone_warning_is_a_save() -> None:
+    log = parse_log_text(FSDP_CLONE)
+    assert log.oom and log.phase == "save"
+    assert log.requested_mib == 270.0 and log.reserved_mib is not None
