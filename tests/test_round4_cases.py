@@ -100,7 +100,8 @@ def verdict(case: dict[str, Any], diagnosis: Any) -> str:
     if case["cause"] == "none":
         return "right" if not diagnosis.oom else "wrong"
     if not diagnosis.oom:
-        return "wrong"
+        # "no error line" (a cut traceback) answers nothing and asks; a plain "no OOM" is wrong.
+        return "asked" if diagnosis.questions else "wrong"
     label = case["phase"]
     phase_ok = label == "other" or diagnosis.phase == LABEL_TO_PHASE.get(label, label)
     cause_ok = diagnosis.cause in {case["cause"], *case.get("cause_also", [])}

@@ -671,6 +671,22 @@ MESSAGES: dict[str, dict[str, str]] = {
     "len_next": {"en": "next: oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}", "zh": "下一步:oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}"},
     "est_note_ppo": {"en": "PPO also holds a reward/value model and generation buffers: not counted here", "zh": "PPO 还会占用奖励/价值模型与生成缓存:此处未计入"},
     # --- messages added by the diag work (keep each group together) ---
+    "log_ev_forward_is_step": {
+        "en": "a parameter gather or the attention kernel inside a forward, and no evaluation or generation in the "
+        "log: the training step's forward",
+        "zh": "前向中的参数汇集或注意力内核,且日志中没有验证或生成:是训练步的前向",
+    },
+    "f_no_error_line": {
+        "en": "No error line: the log ends inside a traceback before its error, so whether memory ran out cannot "
+        "be told from it (a cut ValueError has the same frames). Paste the lines after the traceback, or say "
+        "which memory ran out.",
+        "zh": "没有报错行:日志在报错栈中途结束,看不出是否内存不足(其他报错也有同样的调用栈)。请贴出报错栈之后的几行,"
+        "或说明是哪种内存不足。",
+    },
+    "r_no_error_line": {
+        "en": "No error line in this log: cannot tell whether memory ran out.",
+        "zh": "日志中没有报错行:无法判断是否内存不足。",
+    },
     "acct_line": {
         "en": "card {card} MiB = this run {run} (PyTorch {alloc} + reserved-unused {unused} + other non-PyTorch "
         "{nonpt}) + other processes {others} + free {free}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from oomdoctor.facts.log_scan import FILE_LINE, FRAGMENT_LINE, Failure, Run, Snapshot, match_frame_line
 from oomdoctor.facts.log_tables import CodeRule, FrameRule, LocalText, Tables
@@ -107,6 +108,15 @@ def _logits_call(code: str) -> str | None:
 
 
 _NOT_A_CALL = re.compile(r"^(?:\d+\s|(?:async\s+)?def\s|class\s)")
+
+
+@lru_cache(maxsize=1)
+def step_forward_frames() -> frozenset[str]:
+    """Forward frames that place a forward-only failure in the training step (log_markers.yaml)."""
+    from oomdoctor.datafiles import load_data_file
+    from oomdoctor.facts.log_tables import MARKERS_FILE
+
+    return frozenset(load_data_file(MARKERS_FILE).get("step_forward_frames") or ())
 
 
 # "rollout": an RL trainer generating inside its training step (a `generate` below it is not an evaluation).
@@ -321,8 +331,22 @@ class _Decision:
         elif run.setup_seen:
             self.ev.append(text("log_ev_setup", line=(run.setup_line or "")[:120], why=run.setup_why or {}))
             self._training()
+        elif self._gather_or_attention():
+            # a ZeRO-3 / FSDP gather or the attention kernel inside a forward, and no evaluation or generation
+            # anywhere in the log: a fine-tuning run's forward is its training step
+            self.ev.append(text("log_ev_forward_is_step"))
+            self._training()
         else:
             self.ev.append(text("log_ev_forward_only"))
+
+    def _gather_or_attention(self) -> bool:
+        """A training-step forward frame (``step_forward_frames`` in the markers) among the frames or called on
+        the failure's source lines."""
+        known = step_forward_frames()
+        names = [f.function for f in self.frames] + [
+            name for f in self.frames if f.code and not _NOT_A_CALL.match(f.code) for name in _CALL.findall(f.code)
+        ]
+        return any(name in known for name in names)
 
     # ------------------------------------------------------------------ from the log's last marker
     def _by_marker(self) -> None:

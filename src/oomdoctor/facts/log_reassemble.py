@@ -96,6 +96,9 @@ _DOUBLED_HEADER = re.compile(r"((?:torch\.)?(?:cuda)?)\1(\.?)\2(OutOfMemoryError
 _SECOND_HEADER = re.compile(
     r"(?:(?:torch\.(?:cuda\.)?)?OutOfMemoryError: |RuntimeError: )?(?:CUDA|HIP|NPU|XPU) out of memory\. Tried"
 )
+# A warning that caught the OOM and prints it after "Error: " (FSDP's "Failed to clone() tensor ... Error: CUDA
+# out of memory ..."): the warning is a line of its own (a marker may read it), the message another.
+_WARNING_CAUGHT = re.compile(r"Warning: .*\bError: $")
 # A launcher prefix in the middle of a line: another process's line started there.
 _MIDLINE_RANK = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
 # A frame line behind a stray fragment of another process's line (".  File ...", "`  File ...").
@@ -154,6 +157,8 @@ def _split_second_message(line: str) -> list[str]:
     first = _SECOND_HEADER.search(line)
     if first is None:
         return [line]
+    if first.start() > 0 and _WARNING_CAUGHT.search(line[: first.start()]):
+        return [line[: first.start()].rstrip(), *_split_second_message(line[first.start() :])]
     second = _SECOND_HEADER.search(line, first.end())
     if second is None:
         return [line]

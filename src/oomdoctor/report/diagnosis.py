@@ -82,7 +82,8 @@ def report(
     known = known or []
     out: list[str] = []
     if not d.oom:
-        out.append(msg("r_no_oom", lang))
+        no_line = any(f.id == "no_error_line" for f in d.findings)
+        out.append(msg("r_no_error_line" if no_line else "r_no_oom", lang))
     else:
         phase, cause = msg(f"phase_{d.phase}", lang), msg(f"cause_{d.cause}", lang)
         if d.step is not None:

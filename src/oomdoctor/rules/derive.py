@@ -73,9 +73,25 @@ def _round_up(value: int, multiple: int = PAD_MULTIPLE) -> int:
 
 def log_failed(facts: Facts) -> bool:
     """The log shows the run failing for memory, or a traceback cut before its error line (a pasted
-    excerpt): the user brought it as an OOM, so it is treated as one, with the memory kind asked."""
+    excerpt) whose memory the user has since named: frames alone are no evidence of an OOM (a cut ValueError
+    has the same frames), so until then it is "no error line" and the memory kind is asked."""
     log = facts.log
-    return log is not None and (log.oom or (log.traceback_cut and not log.other_error))
+    return log is not None and (log.oom or (error_line_missing(facts) and _oom_confirmed(facts)))
+
+
+def error_line_missing(facts: Facts) -> bool:
+    """The log ends inside a traceback with no error line at all (no memory wording, no other error)."""
+    log = facts.log
+    return log is not None and not log.oom and log.traceback_cut and not log.other_error
+
+
+def _oom_confirmed(facts: Facts) -> bool:
+    """The cut traceback counts as an OOM where it stopped when its frames place a phase or narrow it (a pasted OOM excerpt
+    cut by the paster), or the user said which memory ran out or where. Frames that place nothing (module
+    entry points, glued tracebacks of several processes) are no evidence of an OOM."""
+    log = facts.log
+    placed = log is not None and (log.phase not in ("unknown", "none") or bool(log.phase_candidates))
+    return placed or "memory_kind" in facts.answers or "phase" in facts.answers
 
 
 def _phase_by_schedule(facts: Facts) -> str | None:
@@ -311,6 +327,8 @@ def _finetuning_type(facts: Facts, phase: str) -> str | None:
             and log.requested_mib >= ADAPTER_OPTIMIZER_REQUEST_MAX_MIB
         ):
             return "full"
+    if config is not None and not config.raw and phase == "optimizer_step":
+        return None  # no config written at all: LLaMA-Factory's default (lora) is no evidence against the step's
     return config.finetuning_type if config is not None else None
 
 

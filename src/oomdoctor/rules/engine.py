@@ -18,10 +18,12 @@ from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import both
 from oomdoctor.rules.asking import QUESTION_TIERS, check_answers, choose_questions
 from oomdoctor.rules.conditions import evaluate
+from oomdoctor.rules.derive import error_line_missing
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.findings import fact_findings
 from oomdoctor.rules.loader import RuleSet, load_rules
 from oomdoctor.rules.proposals import ESTIMATE_PHASE
+from oomdoctor.rules.questions import builtin_question
 from oomdoctor.rules.walk import Walk, walk_rules
 
 __all__ = [
@@ -70,6 +72,8 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
     rules = rules if rules is not None else load_rules()
     check_answers(facts.answers, rules)
     findings = fact_findings(facts)
+    if not facts.derived.oom and error_line_missing(facts):
+        return _no_error_line(facts, findings)
     if not facts.derived.oom:
         findings.insert(0, Finding(id="no_oom", text=both("f_no_oom")))
         return _diagnosis(facts, oom=False, phase="none", cause="unknown", findings=findings)
@@ -85,11 +89,25 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
         facts,
         oom=True,
         phase=facts.derived.phase,
-        cause=proposal.cause if proposal is not None else _evidence_cause(facts),
+        cause=_phase_cause(facts) or (proposal.cause if proposal is not None else _evidence_cause(facts)),
         findings=findings,
         proposal=proposal,
         alternatives=proposals[1:],
         questions=choose_questions(facts, rules, walk),
+    )
+
+
+def _no_error_line(facts: Facts, findings: list[Finding]) -> Diagnosis:
+    """A traceback cut before its error line: frames are no evidence of an OOM, so nothing is diagnosed; the
+    finding says "no error line" and the phase is asked first, one tier at a time as always (an answer, or a
+    memory kind, makes it an OOM: ``log_failed``)."""
+    return _diagnosis(
+        facts,
+        oom=False,
+        phase="unknown",
+        cause="unknown",
+        findings=findings,
+        questions=[builtin_question("phase", "engine")],
     )
 
 
@@ -107,6 +125,15 @@ def _diagnosis(facts: Facts, **fields: Any) -> Diagnosis:
         facts=_facts_summary(facts),
         **fields,
     )
+
+
+def _phase_cause(facts: Facts) -> str | None:
+    """A phase whose frames name what filled the card: the optimizer step (AdamW's update, ``step()``) is the
+    optimizer state, whatever the estimate's largest term or the proposed change's own cause."""
+    d = facts.derived
+    if d.phase == "optimizer_step" and d.memory_kind != "host":
+        return "optimizer_state"
+    return None
 
 
 def _evidence_cause(facts: Facts) -> str:

@@ -14,6 +14,7 @@ from oomdoctor.errors import BadInput
 from oomdoctor.facts.ranks import rank_findings
 from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import LANGS, Lang, both, msg
+from oomdoctor.rules.derive import error_line_missing
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.texts import mib_text
 
@@ -55,9 +56,8 @@ def _inputs(facts: Facts) -> list[Finding]:
 
 
 def _traceback_cut(facts: Facts) -> list[Finding]:
-    log = facts.log
-    if log is not None and not log.oom and log.traceback_cut and not log.other_error:
-        return finding("traceback_cut", "warning")
+    if error_line_missing(facts):
+        return finding("traceback_cut" if facts.derived.oom else "no_error_line", "warning")
     return []
 
 
