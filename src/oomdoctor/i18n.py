@@ -646,7 +646,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "est_peak": {"en": "Peak allocated (torch max_memory_allocated): {peak} MiB", "zh": "已分配峰值(torch max_memory_allocated):{peak} MiB"},
     "est_band": {"en": "nvidia-smi should show {low} - {high} MiB (allocator cache + CUDA context)", "zh": "nvidia-smi 预计显示 {low} - {high} MiB(分配器缓存 + CUDA 上下文)"},
     "est_card_fits": {"en": "Card {card} ({total} MiB): fits, {headroom} MiB to spare at the high end", "zh": "显卡 {card}({total} MiB):放得下,按上限还剩 {headroom} MiB"},
-    "est_card_tight": {"en": "Card {card} ({total} MiB): the tensors fit ({peak} MiB at the peak); the cache fills the card, which is expected with batches of varying length", "zh": "显卡 {card}({total} MiB):张量放得下(峰值 {peak} MiB);缓存会占满整卡,批次长度不一时这属正常"},
+    "est_card_tight": {"en": "Card {card} ({total} MiB): the tensors fit ({peak} MiB at the peak), but with PyTorch's cache the run does not fit with room to spare (--json: fits false, allocated_fits true); the cache fills the card, which is expected with batches of varying length", "zh": "显卡 {card}({total} MiB):张量放得下(峰值 {peak} MiB),但算上 PyTorch 的缓存就没有余量了(--json:fits 为 false,allocated_fits 为 true);缓存会占满整卡,批次长度不一时这属正常"},
     "est_band_fills": {"en": "nvidia-smi should show {low} MiB up to the whole card ({total} MiB): the cache fills it", "zh": "nvidia-smi 预计显示 {low} MiB,直至占满整卡({total} MiB):缓存会把卡占满"},
     "est_band_over": {"en": "nvidia-smi cannot show it: the allocated peak plus the CUDA context ({low} MiB) is more than the card ({total} MiB)", "zh": "nvidia-smi 显示不了:已分配峰值加 CUDA 上下文({low} MiB)已超过整卡({total} MiB)"},
     "est_card_no": {"en": "Card {card} ({total} MiB): does not fit, the allocated peak alone is {peak} MiB", "zh": "显卡 {card}({total} MiB):放不下,仅已分配峰值就有 {peak} MiB"},
@@ -860,6 +860,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     # (end of facts)
 
     # --- messages added by the startup work (keep each group together) ---
+    "cmp_failed_not_saving": {"en": "(it failed: a lower peak is not a saving)", "zh": "(失败了:峰值更低不算节省)"},
     "rules_valid": {"en": "{count} rule files in {directory}: all valid", "zh": "{directory} 中的 {count} 个规则文件:全部有效"},
     # (end of startup)
 

@@ -414,7 +414,10 @@ def _delta_text(row: TrialRow, lang: Lang) -> str:
         return "-"
     if row.delta_peak_mib is None:
         return f"{row.delta_wall_s:+.2f} s"
-    return msg("cmp_delta", lang, **_delta_fields(row))
+    text = msg("cmp_delta", lang, **_delta_fields(row))
+    if row.delta_peak_mib < 0 and row.outcome != "ok":  # a run that stopped early peaked lower: no saving
+        text += " " + msg("cmp_failed_not_saving", lang)
+    return text
 
 
 def outcome_text(row: TrialRow, lang: Lang) -> str:
