@@ -178,3 +178,18 @@ def test_the_cli_flag_is_the_card_for_the_whole_diagnosis(tmp_path, capsys) -> N
     assert out["capacity_mib"] == 24576 and out["facts"]["capacity_mib"] == 24576
     assert out["facts"]["derived"]["capacity_source"] == "flag"
     assert out["facts"]["estimate"]["gpu_total_mib"] == 24576
+
+
+def test_a_bf16_run_that_completed_steps_says_the_card_computes_bf16() -> None:
+    """No NVML, no card name: the log of a bf16 run with good steps answers the bf16 question itself."""
+    from oomdoctor.facts.types import LogFacts
+    from oomdoctor.rules.assemble import facts_of
+
+    config = config_from_mapping(
+        {"model_name_or_path": "Qwen/Qwen3-0.6B", "stage": "sft", "do_train": True, "finetuning_type": "lora",
+         "bf16": True, "dataset": "d", "output_dir": "o"}  # fmt: skip
+    )
+    ran = LogFacts(oom=True, oom_kind="cuda_oom", phase="long_sample", good_steps=29, step=30)
+    cut = LogFacts(oom=True, oom_kind="cuda_oom", phase="first_batch", good_steps=0, step=1)
+    assert facts_of(config=config, log=ran).derived.card_bf16 is True
+    assert facts_of(config=config, log=cut).derived.card_bf16 is None

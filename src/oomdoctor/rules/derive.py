@@ -210,7 +210,21 @@ def _card_bf16(facts: Facts, card_name: str | None) -> bool | None:
             from oomdoctor.facts.gpu import supports_bf16
 
             return supports_bf16(device.compute_capability)
-    return bf16_of_card_name(card_name) if card_name else None
+    by_name = bf16_of_card_name(card_name) if card_name else None
+    if by_name is None and _trained_in_bf16(facts):
+        return True  # the run itself computed in bf16 for whole steps: the card does
+    return by_name
+
+
+def _trained_in_bf16(facts: Facts) -> bool:
+    """The config trains in bf16 and the log shows optimizer steps that completed before it ran out."""
+    config, log = facts.config, facts.log
+    return (
+        config is not None
+        and config.precision in ("bf16", "pure_bf16")
+        and log is not None
+        and (log.good_steps or 0) > 0
+    )
 
 
 _MODEL_WORD = re.compile(r"[a-z]*\d+[a-z]*")  # "v100", "a100", "4090", "h20": the words that name a card

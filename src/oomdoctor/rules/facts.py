@@ -93,7 +93,8 @@ class Derived:
     capacity_source: str | None = _fact("flag / log / nvml (None: unknown)")
     card_bf16: bool | None = _fact(
         "the training card computes in bf16: answers.card_bf16, else NVML's compute capability, else the "
-        "card's name (NVML's or the log's) in the card table"
+        "card's name (NVML's or the log's) in the card table, else the run itself (a bf16 config whose log "
+        "shows completed steps)"
     )
     card_name: str | None = _fact("the card's name from NVML, else from the log (None when unknown)")
     zero_stage: int | None = _fact(
