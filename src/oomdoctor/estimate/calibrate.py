@@ -22,7 +22,6 @@ the same setting use it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -175,6 +174,8 @@ def setting_of(
 
 
 def setting_id(setting: Mapping[str, Any]) -> str:
+    import hashlib  # only when a calibration is looked up or stored (OpenSSL costs a start milliseconds)
+
     return hashlib.sha256(json.dumps(setting, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
