@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from oomdoctor.report.diagnosis import report
 from oomdoctor.facts.log import parse_log_text
+from oomdoctor.report.diagnosis import report
 from oomdoctor.rules.assemble import facts_of
 from oomdoctor.rules.engine import diagnose
 from oomdoctor.tui.render import facts_rows
