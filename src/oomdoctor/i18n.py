@@ -671,6 +671,12 @@ MESSAGES: dict[str, dict[str, str]] = {
     "len_next": {"en": "next: oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}", "zh": "下一步:oomdoctor estimate --config {config} --longest-tokens {max}{eval_part}"},
     "est_note_ppo": {"en": "PPO also holds a reward/value model and generation buffers: not counted here", "zh": "PPO 还会占用奖励/价值模型与生成缓存:此处未计入"},
     # --- messages added by the diag work (keep each group together) ---
+    "f_phase_by_logits_size": {
+        "en": "Placed at {phase}: the message has no frames, but its request ({request} MiB) is this batch's logits "
+        "(micro-batch x padded length x vocabulary x bytes), a tensor only the training step's loss allocates.",
+        "zh": "定位为{phase}:报错没有调用栈,但其申请量({request} MiB)正是本批次的 logits(micro-batch x 填充长度 x "
+        "词表 x 字节数),只有训练步的损失计算会分配这个张量。",
+    },
     "log_ev_forward_is_step": {
         "en": "a parameter gather or the attention kernel inside a forward, and no evaluation or generation in the "
         "log: the training step's forward",

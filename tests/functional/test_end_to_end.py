@@ -15,9 +15,10 @@ from oomdoctor.tui.factory import build_app, demo_paths
 from oomdoctor.tui.screens import ApplyScreen, MainScreen
 from oomdoctor.tui.widgets import QuestionPanel
 
-# An OOM message alone: the log cannot say when it happened, so the engine has to ask.
+# An OOM message alone: the log cannot say when it happened, so the engine has to ask. (The request is not the
+# size of the demo batch's logits: a message of exactly that size is placed in the training step by its size.)
 ONE_LINE_LOG = (
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB. GPU 0 has a total capacity of "
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.57 GiB. GPU 0 has a total capacity of "
     "31.73 GiB of which 1.20 GiB is free.\n"
 )
 

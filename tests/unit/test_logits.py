@@ -67,3 +67,23 @@ def test_a_bare_source_line_that_takes_log_softmax_is_logits() -> None:
     )
     f = parse_log_text(excerpt)
     assert f.frames == ["log_softmax"] and logits_frame(f.frames) == "log_softmax"
+
+
+def test_a_frameless_message_the_size_of_this_batchs_logits_is_the_training_step() -> None:
+    # hiyouga/LLaMA-Factory#4253 (gemma-7b LoRA, batch 4, cutoff 1024): only the message, no frames; 3.90 GiB is
+    # 4 x 1024 x 256000 x 4 bytes, the fp32 logits of this batch.
+    from oomdoctor.facts.config import config_from_mapping
+    from oomdoctor.facts.model import model_from_name
+    from oomdoctor.rules.assemble import facts_of
+    from oomdoctor.rules.engine import diagnose
+
+    raw = {"stage": "sft", "finetuning_type": "lora", "model_name_or_path": "google/gemma-7b",
+           "per_device_train_batch_size": 4, "cutoff_len": 1024}  # fmt: skip
+    message = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.90 GiB.\n"
+    config = config_from_mapping(raw)
+    model = model_from_name("google/gemma-7b")
+    diagnosis = diagnose(facts_of(config=config, log=parse_log_text(message), model=model))
+    assert (diagnosis.phase, diagnosis.cause) == ("first_batch", "logits")
+    assert "phase_by_logits_size" in [f.id for f in diagnosis.findings]
+    other = diagnose(facts_of(config=config, log=parse_log_text(message.replace("3.90", "1.20")), model=model))
+    assert other.phase == "unknown"

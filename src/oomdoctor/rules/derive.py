@@ -124,7 +124,21 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
         and not _card_held_by_others(facts)
     ):
         return "eval", "config"  # nothing but evaluation runs after the weights load
+    if _bare_logits_request(facts):
+        return ("long_sample" if log is not None and log.good_steps else "first_batch"), "logits_size"
     return "unknown", "none"
+
+
+def _bare_logits_request(facts: Facts) -> bool:
+    """A GPU message with no frames to place it whose request is this batch's logits (batch x padded length x
+    vocabulary x 4 or 2 bytes, facts/logits.py): only the training step's loss allocates that tensor."""
+    log, config, model = facts.log, facts.config, facts.model
+    if log is None or not log.oom or log.frames or log.ran_out_of != "gpu" or config is None or model is None:
+        return False
+    lengths = [n for n in (_padded_longest(facts), config.cutoff_len) if n]
+    return request_is_logits(
+        log.requested_mib, facts.derived.micro_batch, lengths, model.vocab_size, config.stage
+    )
 
 
 def _card_held_by_others(facts: Facts) -> bool:

@@ -65,7 +65,8 @@ class Derived:
     )
     phase_source: str = _fact(
         "answer / log / schedule (the log narrows it to evaluation or save, the config's eval/save schedule "
-        "at that step picks one) / weights_loaded / config / none",
+        "at that step picks one) / weights_loaded / config / logits_size (a frameless message whose request "
+        "is this batch's logits) / none",
         "none",
     )
     phase_candidates: tuple[str, ...] = _fact(

@@ -98,6 +98,16 @@ def _phase_evidence(facts: Facts) -> list[Finding]:
     )
 
 
+def _phase_by_logits_size(facts: Facts) -> list[Finding]:
+    d, log = facts.derived, facts.log
+    if log is None or d.phase_source != "logits_size":
+        return []
+    return per_language(
+        "phase_by_logits_size",
+        lambda lang: {"phase": msg(f"phase_{d.phase}", lang), "request": mib_text(log.requested_mib)},
+    )
+
+
 def _phase_by_schedule(facts: Facts) -> list[Finding]:
     d, log = facts.derived, facts.log
     if log is None or d.phase_source != "schedule":
@@ -300,6 +310,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _phase_answer_over_log,
     _phase_evidence,
     _phase_by_schedule,
+    _phase_by_logits_size,
     _request,
     _reserve_would_fit,
     _alloc_retries,
