@@ -352,7 +352,9 @@ def every_answered_phase_has_a_proposal(cases: list[dict[str, Any]]) -> None:
         if first.phase != "unknown" or first.cause == "host_ram":
             continue
         for phase in BUILTIN_QUESTIONS["phase"]:
-            answered = diagnose(facts_of(config=config, log=log, answers={"phase": phase, "memory_kind": "gpu"}))
+            answered = diagnose(
+                facts_of(config=config, log=log, answers={"phase": phase, "memory_kind": "gpu"})
+            )
             assert answered.phase == phase
             assert answered.proposal is not None, f"{case['id']}: no proposal after phase={phase}"
 

@@ -114,7 +114,9 @@ def _lora_keys(case: dict[str, Any], method: str, text: str, source: str) -> dic
     """The LoRA / QLoRA keys of a measured run."""
     raw: dict[str, Any] = {"finetuning_type": "lora"}
     rank = case.get("lora_rank")
-    raw["lora_rank"] = rank if isinstance(rank, int) else 8  # "recipe default": torchtune's LoRA recipes use 8
+    raw["lora_rank"] = (
+        rank if isinstance(rank, int) else 8
+    )  # "recipe default": torchtune's LoRA recipes use 8
     if "qlora" in method:
         raw["quantization_bit"] = 4
         double = _double_quantization(case, text)
@@ -171,7 +173,9 @@ def to_llamafactory(
     # setting is the fused/chunked cross-entropy of the Liger kernel.
     # torchtune's 'Memory and training speed' table ran the Llama 3.1 recipes as shipped, and those compute the
     # loss with CEWithChunkedOutputLoss (recipes/configs/llama3_1/8B_*_single_device.yaml).
-    shipped_chunked = "torchtune" in source and "memory and training speed" in source and "llama3.1" in str(case["id"])
+    shipped_chunked = (
+        "torchtune" in source and "memory and training speed" in source and "llama3.1" in str(case["id"])
+    )
     if "litgpt" in source or "chunked" in text or "chunkedce" in str(case["id"]) or shipped_chunked:
         raw["enable_liger_kernel"] = True
 
@@ -184,7 +188,9 @@ def to_llamafactory(
     elif "attn_implementation" in flash:
         raw["flash_attn"] = "sdpa"
     else:
-        raw["flash_attn"] = "fa2" if "sdpa" in flash and "v100" not in str(case["hardware"]).lower() else "sdpa"
+        raw["flash_attn"] = (
+            "fa2" if "sdpa" in flash and "v100" not in str(case["hardware"]).lower() else "sdpa"
+        )
 
     seq = case.get("seq_len")
     data: DataFacts | None = None
@@ -278,8 +284,10 @@ def _print_table(title: str, rows: list[Row], skipped: list[tuple[str, str]], bo
         errors = [abs(row[4]) for row in rows if row[1] == kind]
         if errors:
             signed = statistics.median(row[4] for row in rows if row[1] == kind)
-            print(f"  {kind:12s} {len(errors):3d} cases: median |error| {statistics.median(errors):.1%}, "
-                  f"median signed {signed:+.1%}")
+            print(
+                f"  {kind:12s} {len(errors):3d} cases: median |error| {statistics.median(errors):.1%}, "
+                f"median signed {signed:+.1%}"
+            )
     median = statistics.median(abs(row[4]) for row in rows)
     print(f"median |error| over {len(rows)} cases: {median:.1%} (bound {bound:.0%})")
     return median
@@ -288,14 +296,18 @@ def _print_table(title: str, rows: list[Row], skipped: list[tuple[str, str]], bo
 @pytest.mark.skipif(not CASES.is_file(), reason="the dev case file is missing")
 def test_measured_peaks_median_error() -> None:
     rows, skipped = error_table(CASES)
-    median = _print_table("dev cases (tests/cases/measured_peaks_dev.yaml)", rows, skipped, MEDIAN_ERROR_BOUND)
+    median = _print_table(
+        "dev cases (tests/cases/measured_peaks_dev.yaml)", rows, skipped, MEDIAN_ERROR_BOUND
+    )
     assert len(rows) >= 10, "most dev cases must be mappable"
     assert median <= MEDIAN_ERROR_BOUND
 
 
 def test_extra_measured_peaks_median_error() -> None:
     rows, skipped = error_table(EXTRA_CASES)
-    median = _print_table("extra cases (tests/cases/measured_peaks_extra.yaml)", rows, skipped, EXTRA_MEDIAN_ERROR_BOUND)
+    median = _print_table(
+        "extra cases (tests/cases/measured_peaks_extra.yaml)", rows, skipped, EXTRA_MEDIAN_ERROR_BOUND
+    )
     assert len(rows) >= 15, "the extra cases must be mappable"
     assert {row[1] for row in rows} == {"allocated", "reserved"}
     assert median <= EXTRA_MEDIAN_ERROR_BOUND

@@ -94,7 +94,9 @@ def _calibrated(facts: Facts, readings: Any, answers: Mapping[str, str] | None) 
     if calibration is None:
         return facts
     try:
-        pinned = estimate(config, model, data=facts.data, gpu_total_mib=facts.capacity_mib, calibration=calibration)
+        pinned = estimate(
+            config, model, data=facts.data, gpu_total_mib=facts.capacity_mib, calibration=calibration
+        )
     except BadInput:
         return facts
     from oomdoctor.rules.assemble import assemble

@@ -63,10 +63,14 @@ class Proposal:
     cost: LocalTextDict
     judge: LocalTextDict
     cause: str
-    already_on: list[LocalTextDict] = field(default_factory=list)  # what is in effect and must not count again
+    already_on: list[LocalTextDict] = field(
+        default_factory=list
+    )  # what is in effect and must not count again
     effect: EstimatedEffect | None = None
     env: dict[str, str] = field(default_factory=dict)  # environment for the run, e.g. PYTORCH_CUDA_ALLOC_CONF
-    files: dict[str, Any] = field(default_factory=dict)  # extra files to write beside the config (DeepSpeed JSON)
+    files: dict[str, Any] = field(
+        default_factory=dict
+    )  # extra files to write beside the config (DeepSpeed JSON)
     requires: list[LocalTextDict] = field(default_factory=list)  # e.g. "bitsandbytes must be installed"
     manual: bool = False  # advice the tool cannot write into the config (another process, host RAM)
     next: list[str] = field(default_factory=list)

@@ -73,7 +73,9 @@ def stat_regular(path: str | os.PathLike[str], *, what: str = "file") -> os.stat
     try:
         st = os.stat(p)
     except FileNotFoundError:
-        raise BadInput(msg("file_missing", None, what=what, what_zh=_WHAT_ZH.get(what, what), path=one_line(p))) from None
+        raise BadInput(
+            msg("file_missing", None, what=what, what_zh=_WHAT_ZH.get(what, what), path=one_line(p))
+        ) from None
     except OSError as err:
         raise BadInput(msg("file_unreadable", None, path=one_line(p), detail=err.strerror or err)) from None
     if not stat.S_ISREG(st.st_mode):
@@ -136,7 +138,9 @@ def read_bytes(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> by
         try:
             data = f.read(max_bytes + 1)
         except OSError as err:
-            raise BadInput(msg("file_unreadable", None, path=one_line(p), detail=err.strerror or err)) from None
+            raise BadInput(
+                msg("file_unreadable", None, path=one_line(p), detail=err.strerror or err)
+            ) from None
     _check_size(p, len(data), max_bytes, what)
     return data
 
@@ -188,14 +192,30 @@ def check_yaml_graph(node: yaml.Node, *, path: str) -> None:
             size = 1 + sum(expanded[id(c)] for c in children)
             expanded[key] = size
             if size > MAX_NODES:
-                raise BadInput(msg("in_yaml_expands", None, path=path, line=current.start_mark.line + 1, limit=f"{MAX_NODES:,}"))
+                raise BadInput(
+                    msg(
+                        "in_yaml_expands",
+                        None,
+                        path=path,
+                        line=current.start_mark.line + 1,
+                        limit=f"{MAX_NODES:,}",
+                    )
+                )
             continue
         if key in expanded:
             continue
         if key in on_path:
             raise BadInput(msg("in_yaml_recursive", None, path=path, line=current.start_mark.line + 1))
         if depth > MAX_DEPTH:
-            raise BadInput(msg("in_too_deep", None, path=path, where=f"line {current.start_mark.line + 1}", limit=MAX_DEPTH))
+            raise BadInput(
+                msg(
+                    "in_too_deep",
+                    None,
+                    path=path,
+                    where=f"line {current.start_mark.line + 1}",
+                    limit=MAX_DEPTH,
+                )
+            )
         on_path.add(key)
         stack.append((current, depth, True))
         stack.extend((c, depth + 1, False) for c in children if id(c) not in expanded)
@@ -227,7 +247,9 @@ def load_yaml(text: str, *, path: str) -> Any:
         raise BadInput(msg("yaml_malformed", None, path=path, detail=yaml_error_line(err))) from None
     except (ValueError, OverflowError, RecursionError) as err:
         # int() of a 5,000-digit scalar, a timestamp out of range, ...
-        raise BadInput(msg("in_bad_yaml_value", None, path=path, detail=one_line(str(err).split("\n")[0][:200]))) from None
+        raise BadInput(
+            msg("in_bad_yaml_value", None, path=path, detail=one_line(str(err).split("\n")[0][:200]))
+        ) from None
     finally:
         loader.dispose()
 
@@ -279,11 +301,15 @@ def load_json(text: str, *, path: str) -> Any:
     try:
         value = json.loads(text, parse_float=_finite_float, parse_constant=_refuse_constant)
     except json.JSONDecodeError as err:
-        raise BadInput(msg("in_bad_json", None, path=path, detail=f"line {err.lineno}, column {err.colno}: {err.msg}")) from None
+        raise BadInput(
+            msg("in_bad_json", None, path=path, detail=f"line {err.lineno}, column {err.colno}: {err.msg}")
+        ) from None
     except RecursionError:
         raise BadInput(msg("in_too_deep", None, path=path, where="JSON", limit=MAX_DEPTH)) from None
     except ValueError as err:
-        raise BadInput(msg("in_bad_json", None, path=path, detail=one_line(str(err).split("\n")[0][:200]))) from None
+        raise BadInput(
+            msg("in_bad_json", None, path=path, detail=one_line(str(err).split("\n")[0][:200]))
+        ) from None
     json_depth_ok(value, path=path)
     return value
 
@@ -294,11 +320,22 @@ def read_json(path: str | os.PathLike[str], *, what: str, max_bytes: int | None 
     return load_json(text, path=one_line(p))
 
 
-def read_json_object(path: str | os.PathLike[str], *, what: str, max_bytes: int | None = None) -> dict[str, Any]:
+def read_json_object(
+    path: str | os.PathLike[str], *, what: str, max_bytes: int | None = None
+) -> dict[str, Any]:
     """A JSON file that must hold an object."""
     value = read_json(path, what=what, max_bytes=max_bytes)
     if not isinstance(value, dict):
-        raise BadInput(msg("in_bad_type", None, path=one_line(path), key="(top level)", expected="a JSON object", got=_type_name(value)))
+        raise BadInput(
+            msg(
+                "in_bad_type",
+                None,
+                path=one_line(path),
+                key="(top level)",
+                expected="a JSON object",
+                got=_type_name(value),
+            )
+        )
     return value
 
 
@@ -326,7 +363,9 @@ def iter_csv_rows(
             except StopIteration:
                 return
             except csv.Error as err:  # a lone \r inside a field, ...
-                raise BadInput(msg("in_bad_csv", None, path=one_line(p), line=reader.line_num, detail=one_line(err))) from None
+                raise BadInput(
+                    msg("in_bad_csv", None, path=one_line(p), line=reader.line_num, detail=one_line(err))
+                ) from None
             if number > max_rows:
                 raise BadInput(msg("in_too_many_rows", None, path=one_line(p), limit=f"{max_rows:,}"))
             number += 1
@@ -341,11 +380,15 @@ def _bounded_lines(f: io.BufferedReader, p: Path, max_line: int) -> Iterator[str
             return
         number += 1
         if len(raw) > max_line:
-            raise BadInput(msg("in_line_too_long", None, path=one_line(p), line=number, limit=f"{max_line:,}"))
+            raise BadInput(
+                msg("in_line_too_long", None, path=one_line(p), line=number, limit=f"{max_line:,}")
+            )
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise BadInput(msg("in_not_utf8", None, path=one_line(p), what=p.name, offset=f"line {number}")) from None
+            raise BadInput(
+                msg("in_not_utf8", None, path=one_line(p), what=p.name, offset=f"line {number}")
+            ) from None
 
 
 # ------------------------------------------------------------------------------------------ values
@@ -393,10 +436,21 @@ def _type_name(value: Any) -> str:
 
 
 def bad_value(path: str, key: str, expected: str, value: Any) -> BadInput:
-    return BadInput(msg("in_bad_type", None, path=one_line(path), key=one_line(key), expected=expected, got=_type_name(value)))
+    return BadInput(
+        msg(
+            "in_bad_type",
+            None,
+            path=one_line(path),
+            key=one_line(key),
+            expected=expected,
+            got=_type_name(value),
+        )
+    )
 
 
-def as_int(value: Any, *, path: str, key: str, low: int = 0, high: int = MAX_INT, strict: bool = False) -> int:
+def as_int(
+    value: Any, *, path: str, key: str, low: int = 0, high: int = MAX_INT, strict: bool = False
+) -> int:
     """An integer in ``[low, high]``: an int, an integral float, or a string of one (the WebUI writes "4");
     only an int with ``strict`` (files we wrote ourselves as JSON)."""
     number: int | None = None
@@ -421,7 +475,9 @@ def as_int(value: Any, *, path: str, key: str, low: int = 0, high: int = MAX_INT
     return number
 
 
-def as_number(value: Any, *, path: str, key: str, low: float = -MAX_NUMBER, high: float = MAX_NUMBER) -> float:
+def as_number(
+    value: Any, *, path: str, key: str, low: float = -MAX_NUMBER, high: float = MAX_NUMBER
+) -> float:
     """A finite number in ``[low, high]`` (an int, a float, or a string of one)."""
     number: float | None = None
     if isinstance(value, bool):
@@ -515,10 +571,26 @@ def make_new_folder(target: Path) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise BadInput(msg("out_parent_missing", None, path=shown, parent=one_line(target.parent), detail=err.strerror or err)) from None
+        raise BadInput(
+            msg(
+                "out_parent_missing",
+                None,
+                path=shown,
+                parent=one_line(target.parent),
+                detail=err.strerror or err,
+            )
+        ) from None
     try:
         os.mkdir(target)
     except FileExistsError:
         raise BadInput(msg("out_exists", None, path=shown)) from None
     except OSError as err:
-        raise BadInput(msg("out_parent_missing", None, path=shown, parent=one_line(target.parent), detail=err.strerror or err)) from None
+        raise BadInput(
+            msg(
+                "out_parent_missing",
+                None,
+                path=shown,
+                parent=one_line(target.parent),
+                detail=err.strerror or err,
+            )
+        ) from None

@@ -21,7 +21,9 @@ async def _wait_for(pilot, condition, tries: int = 100) -> None:  # type: ignore
     raise AssertionError("condition never held")
 
 
-async def test_a_live_run_opens_watch_mode_and_ends_in_its_diagnosis(user_dir: Path, gpu_source: FakeGpuSource) -> None:
+async def test_a_live_run_opens_watch_mode_and_ends_in_its_diagnosis(
+    user_dir: Path, gpu_source: FakeGpuSource
+) -> None:
     config = user_dir / "configs" / "qwen3_lora.yaml"
     log = user_dir / "qwen3_lora.log"
     # a stand-in training: a real process whose command line names the config (the watcher never signals it)
@@ -51,7 +53,9 @@ async def test_a_live_run_opens_watch_mode_and_ends_in_its_diagnosis(user_dir: P
     assert "CUDA out of memory" in OOM_LOG_TEXT  # the log the diagnosis read
 
 
-async def test_a_finished_run_opens_the_diagnosis_as_before(user_dir: Path, gpu_source: FakeGpuSource) -> None:
+async def test_a_finished_run_opens_the_diagnosis_as_before(
+    user_dir: Path, gpu_source: FakeGpuSource
+) -> None:
     app = build_app(user_dir / "configs" / "qwen3_lora.yaml", user_dir / "qwen3_lora.log", lang="en",
                     gpu_source=gpu_source, scan_at_start=False)  # fmt: skip
     async with app.run_test(size=(120, 40)) as pilot:
@@ -59,7 +63,9 @@ async def test_a_finished_run_opens_the_diagnosis_as_before(user_dir: Path, gpu_
         assert not any(isinstance(s, WatchScreen) for s in app.screen_stack)
 
 
-async def test_a_log_still_being_written_opens_watch_mode_from_the_log_alone(user_dir: Path, gpu_source: FakeGpuSource) -> None:
+async def test_a_log_still_being_written_opens_watch_mode_from_the_log_alone(
+    user_dir: Path, gpu_source: FakeGpuSource
+) -> None:
     """No process names the config (a run in another container): its log was written a moment ago and shows no
     end, so `oomdoctor` watches it from the log; the chart holds the estimate's lines; the end -> the diagnosis."""
     config = user_dir / "configs" / "qwen3_lora.yaml"
@@ -72,7 +78,9 @@ async def test_a_log_still_being_written_opens_watch_mode_from_the_log_alone(use
         screen = app.screen
         assert isinstance(screen, WatchScreen)
         screen.interval_s = 0.1
-        await _wait_for(pilot, lambda: "Following the log alone" in str(screen.query_one("#watch-status").render()))
+        await _wait_for(
+            pilot, lambda: "Following the log alone" in str(screen.query_one("#watch-status").render())
+        )
         status = str(screen.query_one("#watch-status").render())
         assert "step 4 / 150" in status and "no process memory" in status
         await _wait_for(pilot, lambda: bool(list(screen.query(MemoryPlot))))

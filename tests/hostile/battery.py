@@ -35,7 +35,9 @@ fp16: true
 """
 VALID_RESULT = {"schema": 1, "outcome": "ok", "ok": True, "exit_code": 0, "wall_s": 12.5, "peak_memory_mib": 1234.0,
                 "peak_source": "host_rss", "steps_done": 3, "steps_requested": 3, "warnings": [], "checkpoints": []}  # fmt: skip
-VALID_CSV = "time_s,gpu,memory_used_mib,memory_total_mib,util_pct,power_w\n0.2,host,100.0,,,\n0.4,host,120.5,,,\n"
+VALID_CSV = (
+    "time_s,gpu,memory_used_mib,memory_total_mib,util_pct,power_w\n0.2,host,100.0,,,\n0.4,host,120.5,,,\n"
+)
 SPARSE_BYTES = 1536 << 20  # 1.5 GiB, no disk used
 GOOD = frozenset({0, 1})  # a diagnosis ran: 1 = it found the OOM in the valid log
 BAD = frozenset({2})
@@ -158,7 +160,8 @@ def _with(key: str, value: str) -> str:
 
 YAML_KINDS: dict[str, str | bytes] = {
     "alias_bomb": _alias_bomb(),
-    "alias_bomb_in_value": VALID_CONFIG.replace("fp16: true", "") + "x: &x [1,2,3,4,5,6,7,8,9,10]\n"
+    "alias_bomb_in_value": VALID_CONFIG.replace("fp16: true", "")
+    + "x: &x [1,2,3,4,5,6,7,8,9,10]\n"
     + "".join(f"x{i}: &x{i} [" + ",".join([f"*x{i - 1}" if i else "*x"] * 10) + "]\n" for i in range(8)),
     "recursive_alias": VALID_CONFIG + "loop: &loop [*loop]\n",
     "deep_list": VALID_CONFIG + "deep: " + "[" * 20000 + "]" * 20000 + "\n",
@@ -177,7 +180,8 @@ YAML_KINDS: dict[str, str | bytes] = {
     "batch_string_huge": _with("per_device_train_batch_size", '"' + "9" * 4400 + '"'),
     "lora_rank_1e9": _with("lora_rank", "1000000000"),
     "samples_per_update_2_pow_40": _with("per_device_train_batch_size", str(1 << 20)).replace(
-        "gradient_accumulation_steps: 8", f"gradient_accumulation_steps: {1 << 20}"),
+        "gradient_accumulation_steps: 8", f"gradient_accumulation_steps: {1 << 20}"
+    ),
     "cutoff_2_pow_40": _with("cutoff_len", str(2**40)),
     "val_size_1e309": _with("val_size", "1e309"),
     "epochs_nan": _with("num_train_epochs", ".nan"),
@@ -257,16 +261,43 @@ def config_slots() -> dict[str, Slot]:
     return {
         "diagnose": lambda d, m: ["diagnose", "--config", _s(m(d, "train.yaml")), "--log", _s(valid_log(d))],
         "estimate": lambda d, m: ["estimate", "--config", _s(m(d, "train.yaml")), "--gpu-mib", "32768"],
-        "patch": lambda d, m: ["patch", "--config", _s(m(d, "train.yaml")), "--log", _s(valid_log(d)),
-                               "--out", _s(d / "new")],
-        "trial": lambda d, m: ["trial", "--config", _s(m(d, "train.yaml")), "--out", _s(d / "t"),
-                               "--launcher", "/bin/false", "--timeout", "4"],
+        "patch": lambda d, m: [
+            "patch",
+            "--config",
+            _s(m(d, "train.yaml")),
+            "--log",
+            _s(valid_log(d)),
+            "--out",
+            _s(d / "new"),
+        ],
+        "trial": lambda d, m: [
+            "trial",
+            "--config",
+            _s(m(d, "train.yaml")),
+            "--out",
+            _s(d / "t"),
+            "--launcher",
+            "/bin/false",
+            "--timeout",
+            "4",
+        ],
         "lengths": lambda d, m: ["lengths", "--config", _s(m(d, "train.yaml"))],
         "compare_old": lambda d, m: ["compare", _s(m(d, "old.yaml")), _s(valid_config(d, "new.yaml"))],
         "compare_new": lambda d, m: ["compare", _s(valid_config(d, "old.yaml")), _s(m(d, "new.yaml"))],
         "tui": lambda d, m: ["tui", "--config", _s(m(d, "train.yaml"))],
-        "fit": lambda d, m: ["fit", "--config", _s(m(d, "train.yaml")), "--out", _s(d / "new"), "--gpu-mib", "32768",
-                             "--launcher", "/bin/false", "--timeout", "4"],
+        "fit": lambda d, m: [
+            "fit",
+            "--config",
+            _s(m(d, "train.yaml")),
+            "--out",
+            _s(d / "new"),
+            "--gpu-mib",
+            "32768",
+            "--launcher",
+            "/bin/false",
+            "--timeout",
+            "4",
+        ],
     }
 
 
@@ -277,11 +308,27 @@ def _with_deepspeed(d: Path, m: Maker) -> list[str]:
 
 
 def _lengths_arg(d: Path, m: Maker) -> list[str]:
-    return ["diagnose", "--config", _s(valid_config(d)), "--log", _s(valid_log(d)), "--lengths", _s(m(d, "lengths.json"))]
+    return [
+        "diagnose",
+        "--config",
+        _s(valid_config(d)),
+        "--log",
+        _s(valid_log(d)),
+        "--lengths",
+        _s(m(d, "lengths.json")),
+    ]
 
 
 def _estimate_lengths(d: Path, m: Maker) -> list[str]:
-    return ["estimate", "--config", _s(valid_config(d)), "--gpu-mib", "32768", "--lengths", _s(m(d, "lengths.json"))]
+    return [
+        "estimate",
+        "--config",
+        _s(valid_config(d)),
+        "--gpu-mib",
+        "32768",
+        "--lengths",
+        _s(m(d, "lengths.json")),
+    ]
 
 
 def _result_json(d: Path, m: Maker) -> list[str]:
@@ -313,7 +360,17 @@ def _change_json_trial(d: Path, m: Maker) -> list[str]:
     patched = d / "patched"
     config = valid_config(patched, "config.yaml")
     m(patched, "change.json")
-    return ["trial", "--config", _s(config), "--out", _s(d / "t"), "--launcher", "/bin/false", "--timeout", "4"]
+    return [
+        "trial",
+        "--config",
+        _s(config),
+        "--out",
+        _s(d / "t"),
+        "--launcher",
+        "/bin/false",
+        "--timeout",
+        "4",
+    ]
 
 
 def _dataset_info(d: Path, m: Maker) -> list[str]:
@@ -321,7 +378,9 @@ def _dataset_info(d: Path, m: Maker) -> list[str]:
     model.mkdir()
     (model / "tokenizer.json").write_text("{}")
     m(d / "data", "dataset_info.json")
-    config = valid_config(d, content=VALID_CONFIG.replace("Qwen/Qwen3-0.6B", str(model)) + f"dataset_dir: {d / 'data'}\n")
+    config = valid_config(
+        d, content=VALID_CONFIG.replace("Qwen/Qwen3-0.6B", str(model)) + f"dataset_dir: {d / 'data'}\n"
+    )
     return ["lengths", "--config", _s(config)]
 
 
@@ -375,15 +434,27 @@ def _file_kind_cases() -> list[Case]:
             if slot_name == "dataset_info_json" and kind in ("missing", "missing_newline_name"):
                 continue  # then LLaMA-Factory itself is asked (and the tokenizer here is not real)
             if slot_name == "gpu_samples_csv" and kind in ("missing", "empty"):
-                expect = frozenset({0})  # no samples (a trial killed before its first one): the table shows "-"
+                expect = frozenset(
+                    {0}
+                )  # no samples (a trial killed before its first one): the table shows "-"
             if slot_name == "trial_config_yaml" and kind in ("missing", "missing_newline_name"):
                 expect = frozenset({0})
-            if slot_name == "tui_log" and kind not in ("missing", "missing_newline_name", "folder", "fifo",
-                                                        "device", "socket", "dangling_link", "fifo_newline_name"):
+            if slot_name == "tui_log" and kind not in (
+                "missing",
+                "missing_newline_name",
+                "folder",
+                "fifo",
+                "device",
+                "socket",
+                "dangling_link",
+                "fifo_newline_name",
+            ):
                 continue  # a regular file opens the app, which reads the log itself
             if slot_name == "log" and kind == "not_utf8":
                 expect = GOOD  # logs come in GBK and Latin-1 too: the reader decodes them, nothing to refuse
-            cases.append(Case(f"{slot_name}-{kind}", _bind(slot, maker), expect, log_reader=slot_name == "log"))
+            cases.append(
+                Case(f"{slot_name}-{kind}", _bind(slot, maker), expect, log_reader=slot_name == "log")
+            )
     for kind, maker in {k: FILE_KINDS[k] for k in ("fifo", "sparse_1_5g", "binary", "device")}.items():
         cases.append(Case(f"model_config_json-{kind}", _bind(_model_config_json, maker), GOOD))
     return cases
@@ -408,11 +479,14 @@ def _yaml_cases() -> list[Case]:
 # At the bounds, still accepted: the largest values must not make anything loop on the number (the fit
 # search walks the divisors of batch x accumulation; 720,720 has 240 of them).
 EXTREME_VALID = {
-    "batch_720720": _with("per_device_train_batch_size", "720720").replace("gradient_accumulation_steps: 8", "gradient_accumulation_steps: 1"),
+    "batch_720720": _with("per_device_train_batch_size", "720720").replace(
+        "gradient_accumulation_steps: 8", "gradient_accumulation_steps: 1"
+    ),
     "cutoff_2_pow_24": _with("cutoff_len", str(1 << 24)),
     "lora_rank_65536": _with("lora_rank", "65536"),
     "accumulation_2_pow_20": _with("gradient_accumulation_steps", str(1 << 20)).replace(
-        "per_device_train_batch_size: 4", "per_device_train_batch_size: 1"),
+        "per_device_train_batch_size: 4", "per_device_train_batch_size: 1"
+    ),
 }
 
 
@@ -421,7 +495,9 @@ def _extreme_cases() -> list[Case]:
     cases = []
     for kind, content in EXTREME_VALID.items():
         cases.append(Case(f"extreme-{kind}-diagnose", _bind(verbs["diagnose"], text(content)), GOOD))
-        cases.append(Case(f"extreme-{kind}-estimate", _bind(verbs["estimate"], text(content)), frozenset({0})))
+        cases.append(
+            Case(f"extreme-{kind}-estimate", _bind(verbs["estimate"], text(content)), frozenset({0}))
+        )
     return cases
 
 
@@ -454,7 +530,9 @@ def _json_cases() -> list[Case]:
                    '{"model_type": ["x"], "hidden_size": 1024, "num_hidden_layers": 28, "architectures": {"a": 1}}',
                    "[" * 100000]  # fmt: skip
     for i, content in enumerate(model_types):
-        cases.append(Case(f"json-types{i}-model_config_json", _bind(_model_config_json, json_file(content)), GOOD))
+        cases.append(
+            Case(f"json-types{i}-model_config_json", _bind(_model_config_json, json_file(content)), GOOD)
+        )
     return cases
 
 
@@ -512,8 +590,13 @@ def _argument_cases() -> list[Case]:
         for name, value in BAD_NUMBERS.items():
             base = _verb_base(verb)
             cases.append(Case(f"arg-{verb}{flag}-{name}", lambda d, b=base, f=flag, v=value: [*b(d), f, v]))
-    for verb, flag, value in [("trial", "--interval", "1e-300"), ("watch", "--interval", "1e-9"),
-                              ("trial", "--timeout", "1e12"), ("trial", "--steps", "2.5"), ("trial", "--steps", "0x10")]:
+    for verb, flag, value in [
+        ("trial", "--interval", "1e-300"),
+        ("watch", "--interval", "1e-9"),
+        ("trial", "--timeout", "1e12"),
+        ("trial", "--steps", "2.5"),
+        ("trial", "--steps", "0x10"),
+    ]:
         base = _verb_base(verb)
         cases.append(Case(f"arg-{verb}{flag}-{value}", lambda d, b=base, f=flag, v=value: [*b(d), f, v]))
     answers = {"no_equals": "phase", "no_key": "=eval", "no_value": "phase=", "newline_value": "phase=eval\nrm -rf /",
@@ -523,12 +606,26 @@ def _argument_cases() -> list[Case]:
             base = _verb_base(verb)
             cases.append(Case(f"answer-{verb}-{name}", lambda d, b=base, v=value: [*b(d), "--answer", v]))
     for verb in ("diagnose", "estimate", "lengths", "trial", "patch", "tui", "fit"):
-        cases.append(Case(f"arg-{verb}-config_name_with_newline",
-                          lambda d, v=verb: [a.replace("train.yaml", "tr\nain.yaml") for a in _verb_base(v)(d)]))
+        cases.append(
+            Case(
+                f"arg-{verb}-config_name_with_newline",
+                lambda d, v=verb: [a.replace("train.yaml", "tr\nain.yaml") for a in _verb_base(v)(d)],
+            )
+        )
     cases.append(Case("arg-compare-mixed", lambda d: ["compare", _s(valid_config(d)), _s(trial_folder(d))]))
-    cases.append(Case("arg-compare-three_configs", lambda d: ["compare", *(_s(valid_config(d, f"{n}.yaml")) for n in "abc")]))
+    cases.append(
+        Case(
+            "arg-compare-three_configs",
+            lambda d: ["compare", *(_s(valid_config(d, f"{n}.yaml")) for n in "abc")],
+        )
+    )
     cases.append(Case("arg-compare-not_a_trial", lambda d: ["compare", _s(a_folder(d, "empty"))]))
-    cases.append(Case("arg-estimate-unknown_gpu", lambda d: ["estimate", "--config", _s(valid_config(d)), "--gpu", "x\ny"]))
+    cases.append(
+        Case(
+            "arg-estimate-unknown_gpu",
+            lambda d: ["estimate", "--config", _s(valid_config(d)), "--gpu", "x\ny"],
+        )
+    )
     cases.append(Case("arg-unknown_verb_newline", lambda d: ["diag\nnose"]))
     cases.append(Case("arg-unknown_flag", lambda d: ["diagnose", "--conf\nig", "x"]))
     return cases
@@ -540,7 +637,9 @@ def _argument_cases() -> list[Case]:
 def _run_config(d: Path) -> Path:
     (d / "data").mkdir(exist_ok=True)
     (d / "model").mkdir(exist_ok=True)
-    content = VALID_CONFIG.replace("saves/run", str(d / "saves" / "run")).replace("Qwen/Qwen3-0.6B", str(d / "model"))
+    content = VALID_CONFIG.replace("saves/run", str(d / "saves" / "run")).replace(
+        "Qwen/Qwen3-0.6B", str(d / "model")
+    )
     return valid_config(d, content=content + f"dataset_dir: {d / 'data'}\n")
 
 
@@ -599,7 +698,9 @@ _OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {req} GiB
 LOG_KINDS: dict[str, str | bytes] = {
     "bar_100k": "  5%|" + "\u2588" * 100_000 + "\n",
     "bar_20k_unclosed": " 45%|" + "\u258d" * 20_000 + "| 9/20 [00:01<",
-    "glued_bars_3000": " 10%|\u2588         | 1/10 [00:01<00:09,  1.00it/s]" * 3000 + "\n" + _OOM.format(req="2.00"),
+    "glued_bars_3000": " 10%|\u2588         | 1/10 [00:01<00:09,  1.00it/s]" * 3000
+    + "\n"
+    + _OOM.format(req="2.00"),
     "oom_5000_digits": _OOM.format(req="9" * 5000),
     "oom_400_digits_float": _OOM.format(req="9" * 400 + ".5"),
     "rank_prefix_huge": "[rank" + "9" * 5000 + "]: " + _OOM.format(req="2.00"),
@@ -628,7 +729,10 @@ def _log_cases() -> list[Case]:
         "huge_numbers": '{"current_steps": ' + "9" * 5000 + ', "total_steps": 1e400, "loss": NaN}\n',
         "wrong_types": '{"current_steps": "1", "total_steps": [2], "loss": {"a": 1}, "epoch": "x"}\n',
     }
-    cases += [Case(f"trainer_log-{kind}", _trainer_log(content), GOOD | BAD, log_reader=True) for kind, content in jsonl.items()]
+    cases += [
+        Case(f"trainer_log-{kind}", _trainer_log(content), GOOD | BAD, log_reader=True)
+        for kind, content in jsonl.items()
+    ]
     return cases
 
 

@@ -118,7 +118,11 @@ def snapshot(folder: Path) -> dict[str, tuple[object, ...]]:
             elif stat.S_ISDIR(st.st_mode):
                 out[rel] = ("dir",)
             elif stat.S_ISREG(st.st_mode):
-                out[rel] = ("file", st.st_size, _digest(path) if st.st_size <= _HASH_LIMIT else st.st_mtime_ns)
+                out[rel] = (
+                    "file",
+                    st.st_size,
+                    _digest(path) if st.st_size <= _HASH_LIMIT else st.st_mtime_ns,
+                )
             else:
                 out[rel] = ("other", stat.S_IFMT(st.st_mode), st.st_mtime_ns)
     return out

@@ -85,7 +85,9 @@ def test_hostile_input_behaves_as_promised(case: Case, tmp_path: Path) -> None:
     assert not problems, f"{case.id}: {'; '.join(problems)}\nstderr: {outcome.stderr[-2000:]}"
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES[::SUBPROCESS_EVERY] if not c.log_reader])
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, id=c.id) for c in CASES[::SUBPROCESS_EVERY] if not c.log_reader]
+)
 def test_a_sample_behaves_the_same_as_a_real_command_line(case: Case, tmp_path: Path) -> None:
     folder = tmp_path / "case"
     folder.mkdir()
@@ -93,7 +95,10 @@ def test_a_sample_behaves_the_same_as_a_real_command_line(case: Case, tmp_path: 
     before = snapshot(folder)
     outcome = run_subprocess(argv, folder)
     forked = run_forked(argv, folder, tmp_path)
-    assert not outcome.killed and outcome.exit_code in case.expect, (outcome.exit_code, outcome.stderr[-2000:])
+    assert not outcome.killed and outcome.exit_code in case.expect, (
+        outcome.exit_code,
+        outcome.stderr[-2000:],
+    )
     assert outcome.exit_code == forked.exit_code
     assert "Traceback" not in outcome.stderr and len(outcome.stderr.splitlines()) <= 1
     assert snapshot(folder) == before

@@ -45,10 +45,16 @@ def test_yaml_alias_expansion_and_depth_are_bounded() -> None:
         inputs.load_yaml("a: " + "[" * 100 + "]" * 100, path="deep.yaml")
     assert time.monotonic() - started < 2
     shared = "base: &b {x: 1, y: 2}\none: *b\ntwo: *b\n"  # ordinary anchors still work
-    assert inputs.load_yaml(shared, path="ok.yaml") == {"base": {"x": 1, "y": 2}, "one": {"x": 1, "y": 2}, "two": {"x": 1, "y": 2}}
+    assert inputs.load_yaml(shared, path="ok.yaml") == {
+        "base": {"x": 1, "y": 2},
+        "one": {"x": 1, "y": 2},
+        "two": {"x": 1, "y": 2},
+    }
 
 
-@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a": NaN}', '{"a": 1e400}', '{"a": ' + "9" * 5000 + "}"])
+@pytest.mark.parametrize(
+    "text", ["[" * 100_000 + "]" * 100_000, '{"a": NaN}', '{"a": 1e400}', '{"a": ' + "9" * 5000 + "}"]
+)
 def test_json_refuses_depth_nan_overflow_and_huge_integers(text: str) -> None:
     with pytest.raises(BadInput) as err:
         inputs.load_json(text, path="x.json")
@@ -104,8 +110,12 @@ def test_new_folders_refuse_links_system_roots_and_run_folders(tmp_path: Path) -
     assert not (tmp_path / "elsewhere").exists()  # the link was never followed
 
 
-@pytest.mark.parametrize(("timeout_s", "interval_s"), [(math.nan, 0.2), (math.inf, 0.2), (10.0, 0.0), (10.0, math.nan)])
-def test_run_trial_refuses_values_that_never_end_or_busy_loop(tmp_path: Path, timeout_s: float, interval_s: float) -> None:
+@pytest.mark.parametrize(
+    ("timeout_s", "interval_s"), [(math.nan, 0.2), (math.inf, 0.2), (10.0, 0.0), (10.0, math.nan)]
+)
+def test_run_trial_refuses_values_that_never_end_or_busy_loop(
+    tmp_path: Path, timeout_s: float, interval_s: float
+) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("model_name_or_path: x\noutput_dir: saves/x\n")
     with pytest.raises(BadInput):

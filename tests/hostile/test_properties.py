@@ -29,13 +29,22 @@ SCALARS = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(min_value=-(10**40), max_value=10**40),
-    st.integers(min_value=0, max_value=8).map(lambda n: 10 ** (n * 500)),  # up to 4,000 digits (the battery has 5,000)
+    st.integers(min_value=0, max_value=8).map(
+        lambda n: 10 ** (n * 500)
+    ),  # up to 4,000 digits (the battery has 5,000)
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=40),
-    st.sampled_from(["true", "false", "1e309", "nan", "-0", "4", " 8 ", "0x10", "1_000", "{\"a\": [[[", "{}"]),
+    st.sampled_from(["true", "false", "1e309", "nan", "-0", "4", " 8 ", "0x10", "1_000", '{"a": [[[', "{}"]),
 )
-VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
-YAML_TEXT = st.text(alphabet=st.sampled_from(list("ab:12 -[]{},&*!|>#'\"\n\t.eE+_") + ["\x00", "\u00e9", "\ufeff"]), max_size=200)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+YAML_TEXT = st.text(
+    alphabet=st.sampled_from(list("ab:12 -[]{},&*!|>#'\"\n\t.eE+_") + ["\x00", "\u00e9", "\ufeff"]),
+    max_size=200,
+)
 
 
 def _one_line(err: BadInput) -> None:
@@ -119,7 +128,9 @@ CSV_LINES = st.lists(st.one_of(
 
 @given(st.dictionaries(st.sampled_from(RESULT_KEYS), JSON_VALUES, max_size=12), st.one_of(st.none(), JSON_TEXT),
        CSV_LINES, st.one_of(st.none(), YAML_TEXT))  # fmt: skip
-def test_trial_folders_compare_or_are_bad_input(result: dict, change: str | None, samples: str, config: str | None) -> None:
+def test_trial_folders_compare_or_are_bad_input(
+    result: dict, change: str | None, samples: str, config: str | None
+) -> None:
     with tempfile.TemporaryDirectory() as folder:
         trial = Path(folder) / "trial"
         trial.mkdir()

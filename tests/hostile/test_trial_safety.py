@@ -69,7 +69,13 @@ def test_change_json_cannot_set_anything_but_memory_settings(config: Path, tmp_p
     (config.parent / "change.json").write_text(json.dumps({"rule": "x", "env": env}))
     out = tmp_path / "trial"
     with pytest.raises(BadInput, match="never applies"):
-        run_trial(config, steps=1, out_dir=out, launcher=f"{sys.executable} {FAKE}", source=FakeGpuSource.unavailable())
+        run_trial(
+            config,
+            steps=1,
+            out_dir=out,
+            launcher=f"{sys.executable} {FAKE}",
+            source=FakeGpuSource.unavailable(),
+        )
     assert not out.exists()  # refused before anything was written or run
 
 
@@ -95,12 +101,16 @@ def test_allowed_memory_settings_pass_with_their_values() -> None:
 
 
 def test_the_applied_environment_is_shown_before_launch(config: Path, tmp_path: Path) -> None:
-    (config.parent / "change.json").write_text(json.dumps({"env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}))
+    (config.parent / "change.json").write_text(
+        json.dumps({"env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}})
+    )
     lines: list[str] = []
     launcher = f"FAKE_MODE=print_env FAKE_PRINT_ENV=PYTORCH_CUDA_ALLOC_CONF,PATH {sys.executable} {FAKE}"
     result = run_trial(config, steps=1, out_dir=tmp_path / "t", launcher=launcher,
                        source=FakeGpuSource.unavailable(), on_line=lines.append)  # fmt: skip
-    assert lines[0].startswith("[oomdoctor]") and "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in lines[0]
+    assert (
+        lines[0].startswith("[oomdoctor]") and "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in lines[0]
+    )
     log = (result.folder / "train.log").read_text()
     assert "ENV PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in log
     assert f"ENV PATH={os.environ['PATH']}" in log  # the user's own PATH, untouched
@@ -133,7 +143,9 @@ def test_marker_finds_a_process_outside_the_tree_and_stops_it(tmp_path: Path) ->
 
     tracker = procs.TrialProcesses()
     env = {**os.environ, **tracker.env}
-    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env, start_new_session=True)
+    stray = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], env=env, start_new_session=True
+    )
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
         deadline = time.monotonic() + 5
@@ -162,7 +174,9 @@ def test_the_cgroup_holds_what_left_the_session_when_one_can_be_made() -> None:
         deadline = time.monotonic() + 5
         while len(tracker.pids()) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(tracker.pids()) >= 2 and not procs.marked_pids(tracker.marker)  # no marker: the cgroup alone
+        assert len(tracker.pids()) >= 2 and not procs.marked_pids(
+            tracker.marker
+        )  # no marker: the cgroup alone
         assert tracker.stop_all(grace_s=1) >= 2
         assert tracker.pids() == [] and not tracker.cgroup.path.exists()
     finally:

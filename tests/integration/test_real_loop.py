@@ -45,9 +45,7 @@ def test_eval_spike_is_fixed_by_one_change_and_compared(llamafactory_cli: Path, 
     probe = tmp_path / "probe.yaml"
     probe.write_text(yaml.safe_dump({**config, "output_dir": str(tmp_path / "probe-out")}), encoding="utf-8")
     cap_mib = load_address_space_mib([str(llamafactory_cli), "train", str(probe)], env) + SLACK_MIB
-    launcher = (
-        f"{offline_env(tmp_path / 'hf')} {prlimit} --as={cap_mib * 2**20} {shlex.quote(str(llamafactory_cli))} train"
-    )
+    launcher = f"{offline_env(tmp_path / 'hf')} {prlimit} --as={cap_mib * 2**20} {shlex.quote(str(llamafactory_cli))} train"
 
     # 1. the baseline trial runs out in validation, after its training step
     baseline = tmp_path / "trials" / "00-baseline"
@@ -58,7 +56,9 @@ def test_eval_spike_is_fixed_by_one_change_and_compared(llamafactory_cli: Path, 
     assert (result["oom"], result["phase"], result["steps_done"]) == (True, "eval", 1)
 
     # 2. the diagnosis of that trial: the eval batch, not the training batch
-    diagnosed = oomdoctor("diagnose", "--config", str(user_config), "--log", str(baseline / "train.log"), "--json")
+    diagnosed = oomdoctor(
+        "diagnose", "--config", str(user_config), "--log", str(baseline / "train.log"), "--json"
+    )
     diagnosis = json.loads(diagnosed.stdout)
     assert (diagnosis["phase"], diagnosis["cause"]) == ("eval", "eval_batch")
     changes = diagnosis["proposal"]["changes"]

@@ -56,7 +56,9 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, llamafactory_cli: Path) -
 
 def _config(model: Path, data: Path, out: Path, eval_batch: int) -> dict[str, Any]:
     config = tiny_train_config(model, data, out, steps=STEPS, batch=1, cutoff_len=CUTOFF)
-    config.update(per_device_eval_batch_size=eval_batch, eval_steps=EVAL_STEP, save_steps=STEPS)  # a save at the end
+    config.update(
+        per_device_eval_batch_size=eval_batch, eval_steps=EVAL_STEP, save_steps=STEPS
+    )  # a save at the end
     return config
 
 
@@ -108,7 +110,9 @@ def test_warns_about_the_validation_before_it_runs_out(tiny_run: dict[str, Any])
     seen = _watch_beside(tiny_run, "oom", eval_batch=32)
     frames, log = seen["frames"], seen["log"]
     assert seen["train_rc"] != 0 and seen["oom_at"] is not None, log[-3000:]
-    assert "***** Running Evaluation *****" in log, f"cap {tiny_run['cap_mib']} MiB: it did not reach the validation"
+    assert "***** Running Evaluation *****" in log, (
+        f"cap {tiny_run['cap_mib']} MiB: it did not reach the validation"
+    )
     assert frames, seen["watch_err"]
 
     warned = [(f, w) for f in frames for w in f["warnings"] if w["kind"] == "eval_needs_more"]

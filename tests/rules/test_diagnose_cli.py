@@ -116,7 +116,18 @@ def test_config_only_asks_the_phase_and_answers_work(
     out = json.loads(capsys.readouterr().out)
     assert out["questions"] == [] and out["proposal"]["rule"] == "eval.match_train_micro_batch"
     assert out["proposal"]["changes"] == {"per_device_eval_batch_size": [8, 4]}
-    main(["diagnose", "--config", str(config), "--answer", "phase=eval", "--answer", "memory_kind=host", "--json"])
+    main(
+        [
+            "diagnose",
+            "--config",
+            str(config),
+            "--answer",
+            "phase=eval",
+            "--answer",
+            "memory_kind=host",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["cause"] == "host_ram" and out["proposal"]["rule"].startswith("host_ram.")
 

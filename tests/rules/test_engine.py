@@ -442,7 +442,9 @@ def test_ranking_proposal_first_then_alternatives_in_rank_order() -> None:
 
 def test_fragmentation_guard_when_already_set() -> None:
     log = gpu_oom("first_batch", reserved_unallocated_mib=2000.0)
-    d = diagnose(facts_of(config=course(), log=log, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}))
+    d = diagnose(
+        facts_of(config=course(), log=log, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    )
     assert "fragmentation.expandable_segments" not in rule_ids(d)
     assert any(f.id == "guard.fragmentation.expandable_segments" for f in d.findings)
 
@@ -559,7 +561,10 @@ def test_bf16_on_a_card_without_bf16_and_the_question() -> None:
     assert "card_bf16" in [q.key for q in d.questions]
     d = diagnose(facts_of(config=config, log=gpu_oom("first_batch"), answers={"card_bf16": "no"}))
     assert d.proposal.rule == "precision.bf16_on_card_without_bf16"
-    assert d.proposal.changes == {"bf16": [True, False], "fp16": [False, True]}  # pure_bf16 already off: no change
+    assert d.proposal.changes == {
+        "bf16": [True, False],
+        "fp16": [False, True],
+    }  # pure_bf16 already off: no change
 
 
 def test_cutoff_is_never_lowered_without_lengths() -> None:
@@ -570,7 +575,9 @@ def test_cutoff_is_never_lowered_without_lengths() -> None:
 
 def test_cutoff_above_longest_saves_nothing() -> None:
     data = DataFacts(source="given", max_tokens=957)
-    d = diagnose(facts_of(config=course(per_device_train_batch_size=1), log=gpu_oom("long_sample"), data=data))
+    d = diagnose(
+        facts_of(config=course(per_device_train_batch_size=1), log=gpu_oom("long_sample"), data=data)
+    )
     assert "long_sample.lower_cutoff" not in rule_ids(d)
     finding = next(f for f in d.findings if f.id == "cutoff_above_longest")
     assert "957" in finding.text["en"] and "2048" in finding.text["zh"]
@@ -580,7 +587,9 @@ def test_cutoff_from_p99_says_how_many_are_cut() -> None:
     data = DataFacts(
         source="tokenized", samples=1600, max_tokens=3000, p99_tokens=1500, cutoff_len=1504, truncated=15
     )
-    d = diagnose(facts_of(config=course(per_device_train_batch_size=1), log=gpu_oom("long_sample"), data=data))
+    d = diagnose(
+        facts_of(config=course(per_device_train_batch_size=1), log=gpu_oom("long_sample"), data=data)
+    )
     proposal = next(p for p in [d.proposal, *d.alternatives] if p.rule == "long_sample.lower_cutoff")
     assert proposal.changes == {"cutoff_len": [2048, 1504]}
     assert "15 of 1600" in proposal.cost["en"]
@@ -880,6 +889,8 @@ PHASES_AFTER_ANSWER = ("load", "first_batch", "long_sample", "eval", "save", "op
 def test_every_located_gpu_oom_ends_with_a_proposal(raw: dict[str, Any] | None) -> None:
     config = config_from_mapping(raw) if raw is not None else None
     for phase in PHASES_AFTER_ANSWER:
-        d = diagnose(facts_of(config=config, answers={"phase": phase, "memory_kind": "gpu", "card_bf16": "yes"}))
+        d = diagnose(
+            facts_of(config=config, answers={"phase": phase, "memory_kind": "gpu", "card_bf16": "yes"})
+        )
         assert d.phase == phase and d.proposal is not None, f"{phase}: no proposal"
         assert d.cause != "unknown" or d.proposal.rule.startswith("precision."), (phase, d.proposal.rule)

@@ -148,14 +148,23 @@ def test_trial_steps_dialog(snap_compare: Any, user_dir: Path, gpu_source: Any, 
 @pytest.mark.parametrize("lang", LANGS)
 def test_trial_finished(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
     app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
-    assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["a", "enter", "t", "enter"]))
+    assert snap_compare(
+        app, terminal_size=size, run_before=_drive(user_dir, gpu_source, ["a", "enter", "t", "enter"])
+    )
 
 
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("lang", LANGS)
 def test_history(snap_compare: Any, user_dir: Path, gpu_source: Any, lang: str, size: Any) -> None:
     app = _app(user_dir, gpu_source, lang, trial_launcher=ScriptedTrial(outcome="oom"))
-    keys = ["a", "enter", "t", "enter", "b", "h"]  # b: back without Esc (a browser terminal keeps Esc for itself)
+    keys = [
+        "a",
+        "enter",
+        "t",
+        "enter",
+        "b",
+        "h",
+    ]  # b: back without Esc (a browser terminal keeps Esc for itself)
     assert snap_compare(app, terminal_size=size, run_before=_drive(user_dir, gpu_source, keys))
 
 

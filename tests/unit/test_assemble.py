@@ -186,8 +186,15 @@ def test_a_bf16_run_that_completed_steps_says_the_card_computes_bf16() -> None:
     from oomdoctor.rules.assemble import facts_of
 
     config = config_from_mapping(
-        {"model_name_or_path": "Qwen/Qwen3-0.6B", "stage": "sft", "do_train": True, "finetuning_type": "lora",
-         "bf16": True, "dataset": "d", "output_dir": "o"}  # fmt: skip
+        {
+            "model_name_or_path": "Qwen/Qwen3-0.6B",
+            "stage": "sft",
+            "do_train": True,
+            "finetuning_type": "lora",
+            "bf16": True,
+            "dataset": "d",
+            "output_dir": "o",
+        }  # fmt: skip
     )
     ran = LogFacts(oom=True, oom_kind="cuda_oom", phase="long_sample", good_steps=29, step=30)
     cut = LogFacts(oom=True, oom_kind="cuda_oom", phase="first_batch", good_steps=0, step=1)

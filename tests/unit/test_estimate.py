@@ -69,7 +69,9 @@ def test_course_band_explains_what_nvidia_smi_showed(course, qwen3) -> None:
     """nvidia-smi showed 28,588 (batch 4) and 22,230 MiB (batch 2): far above the allocated peaks. The
     band's high end (allocator creep with variable lengths + eval batch 8 by default) covers both."""
     for batch, accumulation, measured in ((4, 8, 28588), (2, 16, 22230)):
-        config = with_changes(course, {"per_device_train_batch_size": batch, "gradient_accumulation_steps": accumulation})
+        config = with_changes(
+            course, {"per_device_train_batch_size": batch, "gradient_accumulation_steps": accumulation}
+        )
         result = estimate(config, qwen3, data=COURSE_DATA, gpu_total_mib=V100_32GB_MIB)
         low, high = result.expected_nvidia_smi_mib
         assert low < measured <= high, (batch, result.expected_nvidia_smi_mib)
@@ -136,7 +138,9 @@ def test_packing_fills_every_sequence_and_gives_fixed_shapes(qwen3) -> None:
 def test_persistent_state_is_not_inflated_by_the_allocator(qwen3) -> None:
     """A full fine-tune's weights, gradients and Adam state are allocated once: the reserved high end grows
     with the per-step memory, not with the whole peak (PEFT's Llama-3.2-3B full fine-tune reserved 1.02 x)."""
-    full = estimate(_cfg(finetuning_type="full", packing=True, cutoff_len=512, per_device_train_batch_size=1), qwen3)
+    full = estimate(
+        _cfg(finetuning_type="full", packing=True, cutoff_len=512, per_device_train_batch_size=1), qwen3
+    )
     reserved_low, reserved_high = full.expected_reserved_mib
     assert reserved_high < full.peak_allocated_mib * 1.3
     assert reserved_low == pytest.approx(full.peak_allocated_mib * 1.03, rel=1e-3)
@@ -147,7 +151,9 @@ def test_persistent_state_is_not_inflated_by_the_allocator(qwen3) -> None:
 
 def test_liger_kernel_removes_the_training_logits_but_not_eval(qwen3) -> None:
     plain = estimate(_cfg(eval_dataset="v", eval_strategy="steps"), qwen3, longest_tokens=960)
-    liger = estimate(_cfg(eval_dataset="v", eval_strategy="steps", enable_liger_kernel=True), qwen3, longest_tokens=960)
+    liger = estimate(
+        _cfg(eval_dataset="v", eval_strategy="steps", enable_liger_kernel=True), qwen3, longest_tokens=960
+    )
     assert liger.terms["logits_loss"] < plain.terms["logits_loss"] / 50
     assert liger.terms["eval"] == plain.terms["eval"]
     assert liger.dominant_term != "logits_loss"
@@ -164,7 +170,9 @@ def test_checkpointing_off_stores_every_layer(qwen3) -> None:
 
 def test_eager_attention_adds_the_score_matrices(qwen3) -> None:
     sdpa = estimate(_cfg(disable_gradient_checkpointing=True), qwen3, longest_tokens=2048)
-    eager = estimate(_cfg(disable_gradient_checkpointing=True, flash_attn="disabled"), qwen3, longest_tokens=2048)
+    eager = estimate(
+        _cfg(disable_gradient_checkpointing=True, flash_attn="disabled"), qwen3, longest_tokens=2048
+    )
     assert eager.attention == "eager" and sdpa.attention == "sdpa"
     extra_mib = eager.terms["activations"] - sdpa.terms["activations"]
     # 6 bytes per score x 16 heads x 2048^2 x 8 sequences x 28 layers
@@ -194,7 +202,9 @@ def test_lora_state_is_16_bytes_per_adapter_parameter(qwen3) -> None:
     per_layer = 8 * ((1024 + 2048) + 2 * (1024 + 1024) + (2048 + 1024) + 2 * (1024 + 3072) + (3072 + 1024))
     assert result.trainable_params == per_layer * 28
     fp32_weights_mib = result.trainable_params * 4 / 2**20
-    assert result.terms["trainable_state"] + fp32_weights_mib == pytest.approx(result.trainable_params * 16 / 2**20, rel=1e-3)
+    assert result.terms["trainable_state"] + fp32_weights_mib == pytest.approx(
+        result.trainable_params * 16 / 2**20, rel=1e-3
+    )
     rank_16 = estimate(_cfg(lora_rank=16), qwen3, longest_tokens=512)
     assert rank_16.trainable_params == 2 * result.trainable_params
     q_v_only = estimate(_cfg(lora_target="q_proj,v_proj"), qwen3, longest_tokens=512)
@@ -210,7 +220,9 @@ def test_full_finetuning_amp_is_16_to_18_bytes_per_parameter_and_pure_bf16_about
     assert per_param_pure == pytest.approx(8, rel=0.01)
     eight_bit_adam = estimate(_cfg(finetuning_type="full", optim="adamw_8bit"), qwen3, longest_tokens=8)
     # grads 4 + Adam 8 + autocast copy 2 = 14 bytes -> grads 4 + 8-bit Adam 2 + copy 2 = 8 bytes
-    assert eight_bit_adam.terms["trainable_state"] / amp.terms["trainable_state"] == pytest.approx(8 / 14, rel=0.01)
+    assert eight_bit_adam.terms["trainable_state"] / amp.terms["trainable_state"] == pytest.approx(
+        8 / 14, rel=0.01
+    )
 
 
 def _deepspeed(tmp_path: Path, stage: int, offload: bool) -> str:
@@ -241,7 +253,9 @@ def test_zero_shards_state_and_offload_moves_it_to_the_host(tmp_path: Path) -> N
     assert z3.terms["weights"] == pytest.approx(z2.terms["weights"] / 4, abs=0.1)
     assert z2.terms["trainable_state"] < run(None).terms["trainable_state"] / 3
     z3_offload = run(3, offload=True)
-    assert z3_offload.terms["weights"] == 0 and z3_offload.terms["trainable_state"] < z3.terms["trainable_state"]
+    assert (
+        z3_offload.terms["weights"] == 0 and z3_offload.terms["trainable_state"] < z3.terms["trainable_state"]
+    )
     assert any("per GPU" in note["en"] for note in z2.notes)
 
 
@@ -258,7 +272,9 @@ def test_no_eval_configured_means_no_eval_phase(qwen3) -> None:
 
 def test_phases_and_terms_add_up(course, qwen3) -> None:
     result = estimate(course, qwen3, data=COURSE_DATA)
-    train_terms = sum(result.terms[k] for k in ("weights", "trainable_state", "activations", "logits_loss", "overhead"))
+    train_terms = sum(
+        result.terms[k] for k in ("weights", "trainable_state", "activations", "logits_loss", "overhead")
+    )
     assert train_terms == pytest.approx(result.phases["train"], abs=0.5)
     assert result.peak_allocated_mib == max(result.phases.values())
     assert result.phases["load"] < result.phases["train"]
@@ -316,7 +332,12 @@ def test_accumulation_rounds_up_when_the_batch_does_not_divide() -> None:
 def test_lora_dropout_keeps_a_dropped_out_input_per_adapted_linear(qwen3) -> None:
     """PEFT's dropout(x) is a new tensor for every adapted linear, kept for lora_A's gradient, plus a 1-byte
     mask; at 0 (LLaMA-Factory's default) PEFT uses nn.Identity and nothing more is kept."""
-    base = {"disable_gradient_checkpointing": True, "pure_bf16": True, "fp16": False, "lora_target": "q_proj,v_proj"}
+    base = {
+        "disable_gradient_checkpointing": True,
+        "pure_bf16": True,
+        "fp16": False,
+        "lora_target": "q_proj,v_proj",
+    }
     off = estimate(_cfg(**base), qwen3, longest_tokens=512)
     zero = estimate(_cfg(**base, lora_dropout=0.0), qwen3, longest_tokens=512)
     on = estimate(_cfg(**base, lora_dropout=0.05), qwen3, longest_tokens=512)

@@ -56,7 +56,14 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     for key in ("peak_allocated_mib", "expected_nvidia_smi_mib", "phases", "terms", "dominant_term", "fits"):
         assert key in data
     assert set(data["phases"]) == {"load", "train", "eval"}
-    assert set(data["terms"]) == {"weights", "trainable_state", "activations", "logits_loss", "eval", "overhead"}
+    assert set(data["terms"]) == {
+        "weights",
+        "trainable_state",
+        "activations",
+        "logits_loss",
+        "eval",
+        "overhead",
+    }
     low, high = data["expected_nvidia_smi_mib"]
     assert low < 22230 < 28588 < high  # both measured course runs lie in the band
     assert data["dominant_term"] == "logits_loss"
@@ -73,10 +80,29 @@ def test_without_lengths_it_pads_to_cutoff_and_says_so(capsys: pytest.CaptureFix
     assert any("oomdoctor lengths" in note["en"] for note in data["notes"])
 
 
-@pytest.mark.parametrize(("lang", "words"), [("en", ["Terms (MiB)", "logits + loss", "nvidia-smi should show"]),
-                                             ("zh", ["分项(MiB)", "logits 与损失", "nvidia-smi 预计显示"])])
-def test_readable_table_in_both_languages(capsys: pytest.CaptureFixture[str], lang: str, words: list[str]) -> None:
-    code = main(["--lang", lang, "estimate", "--config", str(COURSE_CONFIG), "--longest-tokens", "957", "--gpu", "V100-32GB"])
+@pytest.mark.parametrize(
+    ("lang", "words"),
+    [
+        ("en", ["Terms (MiB)", "logits + loss", "nvidia-smi should show"]),
+        ("zh", ["分项(MiB)", "logits 与损失", "nvidia-smi 预计显示"]),
+    ],
+)
+def test_readable_table_in_both_languages(
+    capsys: pytest.CaptureFixture[str], lang: str, words: list[str]
+) -> None:
+    code = main(
+        [
+            "--lang",
+            lang,
+            "estimate",
+            "--config",
+            str(COURSE_CONFIG),
+            "--longest-tokens",
+            "957",
+            "--gpu",
+            "V100-32GB",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     for word in words:

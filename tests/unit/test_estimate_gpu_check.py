@@ -61,13 +61,21 @@ def test_compare_puts_like_next_to_like(gpu_check) -> None:
     args = gpu_check.parse_args([])
     est = gpu_check.estimate_side(args, 4)
     measured = {
-        "phases": {"load": {"max_allocated_mib": 1500.0}, "train": {"max_allocated_mib": 8000.0},
-                   "eval": {"max_allocated_mib": 8300.0}},
+        "phases": {
+            "load": {"max_allocated_mib": 1500.0},
+            "train": {"max_allocated_mib": 8000.0},
+            "eval": {"max_allocated_mib": 8300.0},
+        },
         "nvml_peak_used_mib": 28588.0,
     }
     rows = gpu_check.compare(measured, est)
     kinds = [row["what"] for row in rows]
-    assert kinds == ["load: max allocated", "train: max allocated", "eval: max allocated", "nvidia-smi peak vs band"]
+    assert kinds == [
+        "load: max allocated",
+        "train: max allocated",
+        "eval: max allocated",
+        "nvidia-smi peak vs band",
+    ]
     assert rows[1]["error"] == pytest.approx(est["phases"]["train"] / 8000.0 - 1.0)
     assert rows[3]["inside"] is True
 

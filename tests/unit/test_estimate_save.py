@@ -31,8 +31,12 @@ def test_a_lora_save_adds_nothing_on_the_gpu_and_the_adapter_in_host_ram() -> No
 
 def test_zero3_gathers_the_embedding_on_the_gpu_and_the_16bit_model_on_rank_0() -> None:
     est, model = _est(8, finetuning_type="full", deepspeed="examples/deepspeed/ds_z3_config.json")
-    assert est.save_gpu_mib["zero3_gather"] == pytest.approx(model.vocab_size * model.hidden_size * 2 / MIB, rel=0.01)  # type: ignore[operator]
-    assert est.save_host_mib["state_dict_copy"] == pytest.approx(est.terms["weights"] * 8, rel=0.02)  # unsharded
+    assert est.save_gpu_mib["zero3_gather"] == pytest.approx(
+        model.vocab_size * model.hidden_size * 2 / MIB, rel=0.01
+    )  # type: ignore[operator]
+    assert est.save_host_mib["state_dict_copy"] == pytest.approx(
+        est.terms["weights"] * 8, rel=0.02
+    )  # unsharded
     assert est.peak_allocated_mib == _est(8, finetuning_type="full", deepspeed="examples/deepspeed/ds_z3_config.json",
                                           save_steps=10)[0].peak_allocated_mib  # fmt: skip
 

@@ -64,4 +64,3 @@ def test_import_linter_contract_is_kept() -> None:
     out = subprocess.run([str(lint)], cwd=root, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-2000:]
     assert out.returncode == 0 and "2 kept, 0 broken" in out.stdout  # headless core; the layers
-

@@ -28,7 +28,11 @@ def test_demo_lengths_file_reads_as_the_course_measured_it() -> None:
 def test_typed_numbers_override_the_file_and_stand_alone() -> None:
     assert known_lengths(None, None, None) is None
     alone = known_lengths(None, 700, None)
-    assert alone is not None and (alone.max_tokens, alone.eval_max_tokens, alone.source) == (700, None, "given")
+    assert alone is not None and (alone.max_tokens, alone.eval_max_tokens, alone.source) == (
+        700,
+        None,
+        "given",
+    )
     mixed = known_lengths(DEMO_LENGTHS, 1200, None)
     assert mixed is not None and (mixed.max_tokens, mixed.eval_max_tokens, mixed.samples) == (1200, 604, 1600)
 

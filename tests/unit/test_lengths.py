@@ -51,10 +51,7 @@ def _direct_counts(model_dir: Path, data_dir: Path, name: str) -> list[int]:
     counts = []
     for row in rows:
         prompt = row["instruction"] + ("\n" + row["input"] if row["input"] else "")
-        text = (
-            f"<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
-            f"{row['output']}<|im_end|>\n"
-        )
+        text = f"<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n{row['output']}<|im_end|>\n"
         counts.append(len(tokenizer(text, add_special_tokens=False)["input_ids"]))
     return counts
 
@@ -73,7 +70,9 @@ def test_lengths_match_a_direct_count(tiny_qwen3_dir: Path, tiny_dataset_dir: Pa
     train = sorted(_direct_counts(tiny_qwen3_dir, tiny_dataset_dir, "tiny_train"))
     evaluation = sorted(_direct_counts(tiny_qwen3_dir, tiny_dataset_dir, "tiny_val"))
     calls: list[tuple[int, int | None]] = []
-    data = token_lengths(_config(tiny_qwen3_dir, tiny_dataset_dir, tmp_path), progress=lambda d, t: calls.append((d, t)))
+    data = token_lengths(
+        _config(tiny_qwen3_dir, tiny_dataset_dir, tmp_path), progress=lambda d, t: calls.append((d, t))
+    )
 
     assert data.source == "tokenized"
     assert data.samples == len(train) == 32
@@ -88,7 +87,9 @@ def test_lengths_match_a_direct_count(tiny_qwen3_dir: Path, tiny_dataset_dir: Pa
     assert all(t == 40 for _, t in calls)
 
 
-def test_a_cutoff_below_the_longest_sample_is_counted(tiny_qwen3_dir: Path, tiny_dataset_dir: Path, tmp_path: Path) -> None:
+def test_a_cutoff_below_the_longest_sample_is_counted(
+    tiny_qwen3_dir: Path, tiny_dataset_dir: Path, tmp_path: Path
+) -> None:
     from oomdoctor.facts.dataset import token_lengths
 
     train = _direct_counts(tiny_qwen3_dir, tiny_dataset_dir, "tiny_train")
@@ -99,7 +100,9 @@ def test_a_cutoff_below_the_longest_sample_is_counted(tiny_qwen3_dir: Path, tiny
     assert data.max_tokens == max(train)  # the full length, not the truncated one
 
 
-def test_val_size_splits_the_training_set(tiny_qwen3_dir: Path, tiny_dataset_dir: Path, tmp_path: Path) -> None:
+def test_val_size_splits_the_training_set(
+    tiny_qwen3_dir: Path, tiny_dataset_dir: Path, tmp_path: Path
+) -> None:
     from oomdoctor.facts.dataset import token_lengths
 
     config = _config(tiny_qwen3_dir, tiny_dataset_dir, tmp_path, val_size=0.25, eval_dataset=None)
@@ -118,7 +121,9 @@ def test_max_samples_is_honoured(tiny_qwen3_dir: Path, tiny_dataset_dir: Path, t
 def test_no_tokenizer_on_this_machine_is_bad_input(tiny_dataset_dir: Path, tmp_path: Path) -> None:
     from oomdoctor.facts.dataset import token_lengths
 
-    config = _config(tmp_path / "nowhere", tiny_dataset_dir, tmp_path, model_name_or_path="acme/NotDownloaded-7B")
+    config = _config(
+        tmp_path / "nowhere", tiny_dataset_dir, tmp_path, model_name_or_path="acme/NotDownloaded-7B"
+    )
     with pytest.raises(BadInput, match="tokenizer"):
         token_lengths(config)
 
@@ -130,7 +135,9 @@ def test_missing_dataset_dir_is_bad_input(tiny_qwen3_dir: Path, tmp_path: Path) 
         token_lengths(_config(tiny_qwen3_dir, tmp_path / "no-data", tmp_path))
 
 
-def test_unknown_dataset_name_is_bad_input(tiny_qwen3_dir: Path, tiny_dataset_dir: Path, tmp_path: Path) -> None:
+def test_unknown_dataset_name_is_bad_input(
+    tiny_qwen3_dir: Path, tiny_dataset_dir: Path, tmp_path: Path
+) -> None:
     from oomdoctor.facts.dataset import token_lengths
 
     with pytest.raises(BadInput, match="dataset"):
@@ -180,7 +187,9 @@ def test_lengths_command_bad_input_exits_2(tmp_path: Path, capsys: pytest.Captur
     from oomdoctor.cli import main
 
     config_path = tmp_path / "train.yaml"
-    config_path.write_text("model_name_or_path: acme/NotDownloaded-7B\ndataset: x\ntemplate: qwen3\n", encoding="utf-8")
+    config_path.write_text(
+        "model_name_or_path: acme/NotDownloaded-7B\ndataset: x\ntemplate: qwen3\n", encoding="utf-8"
+    )
     assert main(["lengths", "--config", str(config_path)]) == 2
     _, err = capsys.readouterr()
     assert err.count("\n") == 1 and "tokenizer" in err

@@ -46,7 +46,9 @@ def test_a_described_evaluation_bar_places_the_failure_in_evaluation() -> None:
 
 
 def test_other_described_bars_are_still_data_preparation() -> None:
-    text = "Running tokenizer on dataset:  40%|████      | 400/1000 [00:02<00:03, 190.1 examples/s]\n" + OOM_NEW
+    text = (
+        "Running tokenizer on dataset:  40%|████      | 400/1000 [00:02<00:03, 190.1 examples/s]\n" + OOM_NEW
+    )
     facts = parse_log_text(text + "\n")
     assert facts.phase != "long_sample" and facts.good_steps in (None, 0)
 

@@ -44,5 +44,7 @@ def test_ray_worker_deaths_of_node_ram_are_host_memory(text: str) -> None:
 
 
 def test_an_actor_death_without_memory_words_is_no_oom() -> None:
-    text = ACTOR_DIED.split("The actor is dead")[0] + "The actor is dead because it was killed by `ray.kill`.\n"
+    text = (
+        ACTOR_DIED.split("The actor is dead")[0] + "The actor is dead because it was killed by `ray.kill`.\n"
+    )
     assert not parse_log_text(text).oom

@@ -30,7 +30,9 @@ def test_an_sdpa_call_in_a_forward_is_the_training_step() -> None:
 
 
 def test_a_plain_forward_frame_is_still_not_placed() -> None:
-    text = SDPA_LINE.replace("F.scaled_dot_product_attention(q, k, v, attention_mask, dropout_p=0.0)", "self.mlp(x)")
+    text = SDPA_LINE.replace(
+        "F.scaled_dot_product_attention(q, k, v, attention_mask, dropout_p=0.0)", "self.mlp(x)"
+    )
     assert parse_log_text(text).phase == "unknown"
 
 
@@ -70,7 +72,9 @@ def test_a_ray_task_oom_backloading_vllm_is_a_gpu_oom_while_loading() -> None:
 
 
 def test_rays_own_memory_monitor_is_still_host_memory() -> None:
-    log = parse_log_text("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n")
+    log = parse_log_text(
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+    )
     assert log.ran_out_of == "host"
 
 

@@ -85,5 +85,7 @@ def test_a_frameless_message_the_size_of_this_batchs_logits_is_the_training_step
     diagnosis = diagnose(facts_of(config=config, log=parse_log_text(message), model=model))
     assert (diagnosis.phase, diagnosis.cause) == ("first_batch", "logits")
     assert "phase_by_logits_size" in [f.id for f in diagnosis.findings]
-    other = diagnose(facts_of(config=config, log=parse_log_text(message.replace("3.90", "1.20")), model=model))
+    other = diagnose(
+        facts_of(config=config, log=parse_log_text(message.replace("3.90", "1.20")), model=model)
+    )
     assert other.phase == "unknown"

@@ -188,11 +188,16 @@ def test_hf_hub_cache_variable_is_honoured(tmp_path: Path) -> None:
     (repo / "snapshots" / "r1").mkdir(parents=True)
     (repo / "snapshots" / "r1" / "config.json").write_text(json.dumps(QWEN3_06B), encoding="utf-8")
     assert find_config_json("acme/Tiny", environ={"HF_HUB_CACHE": str(tmp_path / "elsewhere")}) is not None
-    assert find_config_json("acme/Tiny", environ={"HUGGINGFACE_HUB_CACHE": str(tmp_path / "elsewhere")}) is not None
+    assert (
+        find_config_json("acme/Tiny", environ={"HUGGINGFACE_HUB_CACHE": str(tmp_path / "elsewhere")})
+        is not None
+    )
     assert find_config_json("acme/Tiny", environ={"HF_HOME": str(tmp_path / "nothing")}) is None
 
 
-@pytest.mark.parametrize("layout", ["models/Qwen/Qwen3-0___6B", "Qwen/Qwen3-0___6B", "models/Qwen/Qwen3-0.6B"])
+@pytest.mark.parametrize(
+    "layout", ["models/Qwen/Qwen3-0___6B", "Qwen/Qwen3-0___6B", "models/Qwen/Qwen3-0.6B"]
+)
 def test_modelscope_cache_layouts(tmp_path: Path, layout: str) -> None:
     folder = tmp_path / "ms" / layout
     folder.mkdir(parents=True)

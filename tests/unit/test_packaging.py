@@ -16,7 +16,18 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_wheel_holds_rules_configs_and_data(tmp_path: Path) -> None:
     pytest.importorskip("hatchling")
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
         capture_output=True,
         text=True,
     )
@@ -25,7 +36,12 @@ def test_wheel_holds_rules_configs_and_data(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     rules = {f"oomdoctor/_rules/{p.name}" for p in (ROOT / "rules").glob("*.yaml")}
     assert rules and rules <= names
-    for bundled in ("keywords_clean_train.yaml", "demo/train.log", "demo/lengths.json", "deepspeed/ds_z3_config.json"):
+    for bundled in (
+        "keywords_clean_train.yaml",
+        "demo/train.log",
+        "demo/lengths.json",
+        "deepspeed/ds_z3_config.json",
+    ):
         assert f"oomdoctor/_configs/{bundled}" in names
     for data in ("facts/lf_defaults.yaml", "facts/log_markers.yaml", "facts/model_table.yaml",
                  "estimate/memory_model.yaml", "estimate/gpu_cards.yaml", "trial/field_effects.yaml",

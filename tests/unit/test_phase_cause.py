@@ -28,6 +28,8 @@ def test_an_adamw_step_with_no_config_is_the_optimizer_state() -> None:
 
 
 def test_a_written_lora_config_keeps_the_step_as_the_cause() -> None:
-    config = config_from_mapping({"finetuning_type": "lora", "model_name_or_path": "Qwen/Qwen2.5-7B-Instruct"})
+    config = config_from_mapping(
+        {"finetuning_type": "lora", "model_name_or_path": "Qwen/Qwen2.5-7B-Instruct"}
+    )
     diagnosis = diagnose(facts_of(log=parse_log_text(ADAMW_STEP), config=config))
     assert diagnosis.phase == "optimizer_step" and diagnosis.cause == "optimizer_state"

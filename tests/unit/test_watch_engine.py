@@ -133,11 +133,15 @@ def test_followers_read_only_what_was_added(tmp_path: Path) -> None:
     log, jsonl = tmp_path / "train.log", tmp_path / "trainer_log.jsonl"
     progress = Progress()
     console, records = LogFollower(log, progress), TrainerLogFollower(jsonl, progress)
-    log.write_text("Running tokenizer on dataset: 100%|#| 16/16 [00:00<00:00]\n  Total optimization steps = 8\n")
+    log.write_text(
+        "Running tokenizer on dataset: 100%|#| 16/16 [00:00<00:00]\n  Total optimization steps = 8\n"
+    )
     console.poll()
     assert progress.step is None and progress.total_steps == 8  # a tokenizer bar is not training progress
     with open(log, "a") as fh:
-        fh.write("***** Running training *****\n 25%|##  | 2/8 [00:02<00:06,  1.0it/s]\r 38%|### | 3/8 [00:03<00:0")
+        fh.write(
+            "***** Running training *****\n 25%|##  | 2/8 [00:02<00:06,  1.0it/s]\r 38%|### | 3/8 [00:03<00:0"
+        )
     console.poll()
     assert progress.step == 2 and progress.eta_s == 6.0  # the redraw cut mid-line waits for its end
     with open(log, "a") as fh:
@@ -183,7 +187,9 @@ def test_the_save_line_is_drawn_only_while_a_save_is_coming(tmp_path: Path) -> N
                                       "dataset": "d", "max_steps": 100, "save_steps": 40, "cutoff_len": 512,
                                       "output_dir": str(tmp_path / "out")}))  # fmt: skip
     me = GpuProcess(pid=os.getpid(), used_mib=3000.0, name="python")
-    source = FakeGpuSource([GpuDevice(0, "NVIDIA GeForce RTX 4090", 24564.0, used_mib=3300.0, processes=[me])])
+    source = FakeGpuSource(
+        [GpuDevice(0, "NVIDIA GeForce RTX 4090", 24564.0, used_mib=3300.0, processes=[me])]
+    )
     watcher = Watcher(config, pid=os.getpid(), gpu_source=source)
     frame = watcher.poll()
     gpu, host = frame["pools"][0], frame["pools"][-1]
@@ -191,6 +197,8 @@ def test_the_save_line_is_drawn_only_while_a_save_is_coming(tmp_path: Path) -> N
     assert frame["next_save_step"] == 40 and lines["save"] < lines["longest_batch"]
     assert lines["save"] == pytest.approx(lines["longest_batch"] - watcher.plan.train_extra_mib, abs=0.2)  # type: ignore[operator]
     adapter = sum(watcher.plan.save_host_parts.values())
-    assert adapter > 0 and host["phase_lines_mib"]["save"] == pytest.approx(host["limit_mib"] - host["left_mib"] + adapter, abs=0.3)
+    assert adapter > 0 and host["phase_lines_mib"]["save"] == pytest.approx(
+        host["limit_mib"] - host["left_mib"] + adapter, abs=0.3
+    )
     watcher.progress.step = 85  # past the last save (80): the line goes
     assert "save" not in watcher.poll()["pools"][0]["phase_lines_mib"]

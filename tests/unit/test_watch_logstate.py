@@ -15,7 +15,9 @@ from oomdoctor.facts.types import GpuDevice
 from oomdoctor.watch import Watcher, run_is_live
 from oomdoctor.watch.logstate import log_is_live, log_state, stale_s
 
-RUNNING = "***** Running training *****\n  Total optimization steps = 40\n 10%|#  | 4/40 [00:08<01:12,  2.0s/it]\n"
+RUNNING = (
+    "***** Running training *****\n  Total optimization steps = 40\n 10%|#  | 4/40 [00:08<01:12,  2.0s/it]\n"
+)
 OOM = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB. GPU 0 has a total capacity of "
        "31.73 GiB of which 1.20 GiB is free.\n")  # fmt: skip
@@ -84,7 +86,9 @@ def test_the_watcher_follows_the_log_alone_and_diagnoses_its_end(tmp_path: Path)
     assert frame["alive"] and frame["log_only"] and frame["pids"] == [] and frame["step"] == 4
     assert frame["eta_s"] == 72.0 and frame["next_eval_step"] == 10 and frame["next_save_step"] == 20
     [estimate] = frame["pools"]  # no process memory: the estimate's levels against the card
-    assert estimate["kind"] == "estimate" and estimate["used_mib"] is None and estimate["limit_mib"] == 32768.0
+    assert (
+        estimate["kind"] == "estimate" and estimate["used_mib"] is None and estimate["limit_mib"] == 32768.0
+    )
     assert set(estimate["phase_lines_mib"]) == {"eval", "longest_batch", "save"}
     from oomdoctor.watch.render import render_run_frame
 

@@ -19,7 +19,7 @@ SLEEPER = "import sys, time; time.sleep(30)"
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(args, cwd=cwd)
-    program = args[args.index(sys.executable):]  # after prlimit has set the limit and exec'd it
+    program = args[args.index(sys.executable) :]  # after prlimit has set the limit and exec'd it
     for _ in range(100):  # until its command line is the program's, not the fork's
         try:
             if psutil.Process(proc.pid).cmdline() == program:
@@ -77,7 +77,10 @@ def test_cgroup_memory_limit_in_either_hierarchy(tmp_path: Path, version: str) -
         folder, names = tmp_path / (rel or "/").lstrip("/"), ("memory.max", "memory.current")
     else:
         rel = next((ln.split(":", 2)[2] for ln in lines if "memory" in ln.split(":", 2)[1].split(",")), None)
-        folder, names = tmp_path / "memory" / (rel or "/").lstrip("/"), ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        folder, names = (
+            tmp_path / "memory" / (rel or "/").lstrip("/"),
+            ("memory.limit_in_bytes", "memory.usage_in_bytes"),
+        )
     if rel is None:
         pytest.skip(f"this process has no cgroup {version} entry")
     folder.mkdir(parents=True, exist_ok=True)
@@ -101,7 +104,9 @@ def test_a_relative_output_dir_is_followed_in_the_training_folder(tmp_path: Path
         '{"current_steps": 7, "total_steps": 20, "loss": 1.25, "remaining_time": "0:00:13"}\n'
     )
     config = tmp_path / "train.yaml"
-    config.write_text("model_name_or_path: Qwen/Qwen3-0.6B\nstage: sft\ndataset: d\nmax_steps: 20\noutput_dir: saves/x\n")
+    config.write_text(
+        "model_name_or_path: Qwen/Qwen3-0.6B\nstage: sft\ndataset: d\nmax_steps: 20\noutput_dir: saves/x\n"
+    )
     training = _start([sys.executable, "-c", SLEEPER, str(config)], run_dir)
     try:
         watcher = Watcher(config, gpu_source=FakeGpuSource.unavailable())

@@ -17,7 +17,6 @@ from oomdoctor.report.diagnosis import report
 __all__ = ["register", "run", "report"]
 
 
-
 def register(parser: argparse.ArgumentParser) -> None:
     add_run_inputs(parser)
     parser.add_argument(

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from oomdoctor.facts.types import ConfigFacts, ModelFacts
 
 
-
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
@@ -94,7 +93,9 @@ def build(args: argparse.Namespace) -> tuple[ConfigFacts, ModelFacts, Estimate, 
     config = read_config(args.config)
     model = read_model(config)
     if not model.hidden_size:
-        raise BadInput(msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json"))
+        raise BadInput(
+            msg("est_model_unknown", None, name=config.model_name_or_path or "?", missing="config.json")
+        )
     data = known_lengths(args.lengths, args.longest_tokens, args.eval_longest_tokens)
     card_name, total_mib = _card(args)
     calibration = None
@@ -141,7 +142,9 @@ def _pad(text: str, width: int) -> str:
     return text + " " * max(0, width - _width(text))
 
 
-def report(config: ConfigFacts, model: ModelFacts, result: Estimate, extra: dict[str, Any], lang: Lang) -> str:
+def report(
+    config: ConfigFacts, model: ModelFacts, result: Estimate, extra: dict[str, Any], lang: Lang
+) -> str:
     """The estimate as a table a person reads in a terminal."""
     method = config.finetuning_type
     if method == "lora":
@@ -150,10 +153,25 @@ def report(config: ConfigFacts, model: ModelFacts, result: Estimate, extra: dict
             method = f"QLoRA {config.quantization_bit}-bit, r{config.lora_rank} ({config.lora_target})"
     out = [
         msg("est_header", lang, model=model.name or "?", source=model.source),
-        "  " + msg("est_setup", lang, method=method, precision=config.precision,
-                   gc=msg("est_on" if config.gradient_checkpointing else "est_off", lang), attention=result.attention),
-        "  " + msg("est_batch_line", lang, batch=result.micro_batch, length=result.padded_len,
-                   why=msg("est_len_longest" if result.padded_len_source == "longest_sample" else "est_len_cutoff", lang)),
+        "  "
+        + msg(
+            "est_setup",
+            lang,
+            method=method,
+            precision=config.precision,
+            gc=msg("est_on" if config.gradient_checkpointing else "est_off", lang),
+            attention=result.attention,
+        ),
+        "  "
+        + msg(
+            "est_batch_line",
+            lang,
+            batch=result.micro_batch,
+            length=result.padded_len,
+            why=msg(
+                "est_len_longest" if result.padded_len_source == "longest_sample" else "est_len_cutoff", lang
+            ),
+        ),
     ]
     if result.eval_len:
         out.append("  " + msg("est_eval_line", lang, batch=result.eval_batch, length=result.eval_len))
@@ -182,16 +200,28 @@ def report(config: ConfigFacts, model: ModelFacts, result: Estimate, extra: dict
     if total is None:
         out.append(msg("est_card_unknown", lang))
     elif result.fits:
-        out.append(msg("est_card_fits", lang, card=card, total=_n(total), headroom=_n(result.headroom_mib or 0)))
+        out.append(
+            msg("est_card_fits", lang, card=card, total=_n(total), headroom=_n(result.headroom_mib or 0))
+        )
     elif result.allocated_fits:
-        out.append(msg("est_card_tight", lang, card=card, total=_n(total), peak=_n(result.peak_allocated_mib)))
+        out.append(
+            msg("est_card_tight", lang, card=card, total=_n(total), peak=_n(result.peak_allocated_mib))
+        )
     else:
         out.append(msg("est_card_no", lang, card=card, total=_n(total), peak=_n(result.peak_allocated_mib)))
     if total is not None:
         margin = round(100 * float(extra["fit_margin"]))
         batch = extra.get("fitting_micro_batch")
         if batch:
-            out.append(msg("est_fitting_batch", lang, margin=margin, batch=batch, accumulation=extra.get("fitting_accumulation")))
+            out.append(
+                msg(
+                    "est_fitting_batch",
+                    lang,
+                    margin=margin,
+                    batch=batch,
+                    accumulation=extra.get("fitting_accumulation"),
+                )
+            )
         else:
             out.append(msg("est_fitting_none", lang, margin=margin))
     if result.calibration:

@@ -54,7 +54,9 @@ class ProgressLine:
         if not final and self._last is not None and now - self._last < self.interval_s:
             return
         self._last = now
-        self.stream.write("\r" + msg("len_progress", self.lang, done=f"{done:,}", total=f"{total:,}" if total else "?"))
+        self.stream.write(
+            "\r" + msg("len_progress", self.lang, done=f"{done:,}", total=f"{total:,}" if total else "?")
+        )
         self.stream.flush()
         self._shown = True
 
@@ -78,7 +80,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_jsonable(data), ensure_ascii=False, indent=2))
     else:
-        print(report(data, config_path=args.config, datasets=",".join(config.dataset), template=config.template, lang=args.lang))
+        print(
+            report(
+                data,
+                config_path=args.config,
+                datasets=",".join(config.dataset),
+                template=config.template,
+                lang=args.lang,
+            )
+        )
     return EXIT_OK
 
 
@@ -90,8 +100,16 @@ def report(data: DataFacts, *, config_path: str, datasets: str, template: str | 
 
     out = [
         msg("len_header", lang, datasets=datasets, template=template or "?"),
-        "  " + msg("len_train", lang, samples=n(data.samples), max=n(data.max_tokens), p50=n(data.p50_tokens),
-                   p95=n(data.p95_tokens), p99=n(data.p99_tokens)),
+        "  "
+        + msg(
+            "len_train",
+            lang,
+            samples=n(data.samples),
+            max=n(data.max_tokens),
+            p50=n(data.p50_tokens),
+            p95=n(data.p95_tokens),
+            p99=n(data.p99_tokens),
+        ),
     ]
     if data.eval_samples is not None:
         out.append("  " + msg("len_eval", lang, samples=n(data.eval_samples), max=n(data.eval_max_tokens)))
@@ -101,5 +119,14 @@ def report(data: DataFacts, *, config_path: str, datasets: str, template: str | 
         out.append("  " + msg("len_padded", lang, padded=n(padded), max=n(data.max_tokens)))
     if data.max_tokens:
         eval_part = f" --eval-longest-tokens {data.eval_max_tokens}" if data.eval_max_tokens else ""
-        out += ["", msg("len_next", lang, config=config_path, max=min(data.max_tokens, data.cutoff_len or data.max_tokens), eval_part=eval_part)]
+        out += [
+            "",
+            msg(
+                "len_next",
+                lang,
+                config=config_path,
+                max=min(data.max_tokens, data.cutoff_len or data.max_tokens),
+                eval_part=eval_part,
+            ),
+        ]
     return "\n".join(out)

@@ -31,16 +31,28 @@ MIB = 1024 * 1024
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--config", help=help_text("the running training's config: watch that run", "正在运行的训练配置:监视该训练")
+        "--config",
+        help=help_text("the running training's config: watch that run", "正在运行的训练配置:监视该训练"),
     )
     parser.add_argument(
-        "--log", help=help_text("its console log or output folder (default: output_dir)", "它的控制台日志或输出目录(默认 output_dir)")
+        "--log",
+        help=help_text(
+            "its console log or output folder (default: output_dir)",
+            "它的控制台日志或输出目录(默认 output_dir)",
+        ),
     )
     parser.add_argument(
-        "--lengths", help=help_text("real sample lengths (oomdoctor lengths --json)", "真实样本长度(oomdoctor lengths --json 的输出)")
+        "--lengths",
+        help=help_text(
+            "real sample lengths (oomdoctor lengths --json)", "真实样本长度(oomdoctor lengths --json 的输出)"
+        ),
     )
     parser.add_argument(
-        "--pid", type=int_in(1, 2**22), help=help_text("the training's process id (default: found by its command line)", "训练的进程号(默认按命令行查找)")
+        "--pid",
+        type=int_in(1, 2**22),
+        help=help_text(
+            "the training's process id (default: found by its command line)", "训练的进程号(默认按命令行查找)"
+        ),
     )
     parser.add_argument(
         "--interval",
@@ -196,7 +208,9 @@ def _watch_run(args: argparse.Namespace, source: Any) -> int:
 
     if not args.config:
         raise BadInput(msg("watch_needs_config", None))
-    watcher = Watcher(args.config, log_path=args.log, lengths_file=args.lengths, pid=args.pid, gpu_source=source)
+    watcher = Watcher(
+        args.config, log_path=args.log, lengths_file=args.lengths, pid=args.pid, gpu_source=source
+    )
     return watch_run(
         watcher,
         lambda frame: render_run_frame(frame, watcher.final, args.lang),

@@ -249,7 +249,11 @@ def _layer_bytes_per_token(
 
     # Per-linear copies
     if copy_bytes:
-        total += sum(copy_bytes * dims[name][0] * (routed if in_mlp_experts(name) else 1) for name in trainable if not (in_mlp_experts(name) and not full))
+        total += sum(
+            copy_bytes * dims[name][0] * (routed if in_mlp_experts(name) else 1)
+            for name in trainable
+            if not (in_mlp_experts(name) and not full)
+        )
     # Distinct inputs kept once
     feeds = {"attn_in": ("q", "k", "v"), "attn_out": ("o",), "mlp_in": ("gate", "up"), "mlp_mid": ("down",)}
     width = {"attn_in": h, "attn_out": q, "mlp_in": h, "mlp_mid": mid * routed}
@@ -270,7 +274,9 @@ def _layer_bytes_per_token(
     if attention == "eager":
         total += k["eager_attention_bytes_per_score"] * s.heads * seq_len  # heads x s x s per sequence
     if s.experts:
-        total += s.experts_per_token * 3 * act_bytes * s.expert_width  # gate, activation, up per routed expert
+        total += (
+            s.experts_per_token * 3 * act_bytes * s.expert_width
+        )  # gate, activation, up per routed expert
         if s.shared_width:
             total += 3 * act_bytes * s.shared_width
         total += 4 * s.experts  # fp32 router softmax
@@ -590,15 +596,21 @@ def _peaks(st: _Setting, lengths: _Lengths, held: _State, act: _Activations) -> 
     # eval: forward only, logits of the eval batch; gradients are freed, optimizer state stays
     if config.do_eval:
         tokens = lengths.eval_tokens
-        eval_extra_b = float(k["logits_eval_bytes"]) * tokens * s.vocab + _eval_layer_bytes_per_token(s) * tokens
+        eval_extra_b = (
+            float(k["logits_eval_bytes"]) * tokens * s.vocab + _eval_layer_bytes_per_token(s) * tokens
+        )
         eval_extra_b *= float(k.get("eval_activation_scale", k["activation_scale"]))
-        eval_peak_b = held.weights + held.optim + eval_extra_b + misc_b  # autocast caches no weights without grad
+        eval_peak_b = (
+            held.weights + held.optim + eval_extra_b + misc_b
+        )  # autocast caches no weights without grad
     else:
         eval_extra_b = eval_peak_b = 0.0
         st.notes.add("est_note_no_eval")
     # load: the weights plus the biggest 16-bit tensor in flight (the embedding matrix)
     load_b = held.weights + s.vocab * s.hidden * float(k["base_weight_bytes"])
-    return _Peaks(misc=misc_b, train=max(train_b, step_b), eval_extra=eval_extra_b, eval=eval_peak_b, load=load_b)
+    return _Peaks(
+        misc=misc_b, train=max(train_b, step_b), eval_extra=eval_extra_b, eval=eval_peak_b, load=load_b
+    )
 
 
 def _reserved(st: _Setting, held: _State, act: _Activations, peaks: _Peaks) -> tuple[float, float]:
@@ -614,10 +626,14 @@ def _reserved(st: _Setting, held: _State, act: _Activations, peaks: _Peaks) -> t
     reserved_low_b = peaks.peak * low_factor
     reserved_high_b = static_b + max(0.0, peaks.peak - static_b) * high_factor
     if not config.packing:  # variable lengths
-        eval_working_b = max(0.0, peaks.eval - (held.weights + held.optim + peaks.misc)) if config.do_eval else 0.0
+        eval_working_b = (
+            max(0.0, peaks.eval - (held.weights + held.optim + peaks.misc)) if config.do_eval else 0.0
+        )
         working_b = max(0.0, peaks.train - static_b) + eval_working_b
         stored_kept_b = min(act.stored, working_b)
-        creep_b = stored_kept_b * high_factor + float(k["variable_length_creep"]) * (working_b - stored_kept_b)
+        creep_b = stored_kept_b * high_factor + float(k["variable_length_creep"]) * (
+            working_b - stored_kept_b
+        )
         reserved_high_b = max(reserved_high_b, static_b + creep_b)
         st.notes.add("est_note_creep", creep=k["variable_length_creep"])
     return reserved_low_b, reserved_high_b
@@ -676,7 +692,9 @@ def _save_terms(st: _Setting, trainable_params: int) -> tuple[dict[str, float], 
     if fsdp:
         gpu["fsdp_unshard"] = (s.embedding_params + body / max(1, s.layers)) * gathered
     if config.quantization_bit and int(config.quantization_bit) == 8 and method != "full":
-        gpu["int8_layout_copy"] = max(0, body - s.layers * s.norms * s.hidden) * float(sk["int8_layout_copy_bytes"])
+        gpu["int8_layout_copy"] = max(0, body - s.layers * s.norms * s.hidden) * float(
+            sk["int8_layout_copy_bytes"]
+        )
     if method == "lora":
         saved = trainable_params * trainable_bytes  # the adapter only
     elif zero:
@@ -690,7 +708,9 @@ def _save_terms(st: _Setting, trainable_params: int) -> tuple[dict[str, float], 
     if not _flag(config, "save_only_model", bool(sk["save_only_model_default"])):
         largest = s.vocab * s.hidden if method in ("full", "freeze") else trainable_params / max(1, s.layers)
         if zero:
-            host["optimizer_copy"] = trainable_params * float(sk["flat_partition_bytes"])  # every rank's flat partition
+            host["optimizer_copy"] = trainable_params * float(
+                sk["flat_partition_bytes"]
+            )  # every rank's flat partition
         elif fsdp:
             host["optimizer_copy"] = trainable_params * opt_state_per_param  # gathered on rank 0
             gpu["optimizer_gather"] = largest * opt_state_per_param
@@ -727,7 +747,9 @@ def estimate(
         "eval": peaks.eval_extra / MIB,
         "overhead": peaks.misc / MIB,
     }
-    train_terms = {key: terms[key] for key in ("weights", "trainable_state", "activations", "logits_loss", "overhead")}
+    train_terms = {
+        key: terms[key] for key in ("weights", "trainable_state", "activations", "logits_loss", "overhead")
+    }
     reserved_low_b, reserved_high_b = _reserved(st, held, act, peaks)
     ctx_low, ctx_high = (float(v) for v in k["cuda_context_mib"])
     smi = (reserved_low_b / MIB + ctx_low, reserved_high_b / MIB + ctx_high)

@@ -12,6 +12,7 @@ from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
 # cannot see (other allocations, a longer sample than measured).
 FIT_MARGIN = 0.9
 
+
 def with_changes(config: ConfigFacts, changes: dict[str, Any]) -> ConfigFacts:
     """A copy of ``config`` with new YAML values, re-derived exactly as facts/config.py derives a config
     (effective batch, precision, checkpointing, quantization, ZeRO). A value of None removes the key, so

@@ -216,7 +216,11 @@ def _from_deepspeed_json(ds: Mapping[str, Any]) -> tuple[int | None, bool, bool]
         return None, False, False
     stage = zero.get("stage")
     try:
-        zero_stage = inputs.as_int(stage, path="DeepSpeed config", key="zero_optimization.stage", high=3) if stage is not None else None
+        zero_stage = (
+            inputs.as_int(stage, path="DeepSpeed config", key="zero_optimization.stage", high=3)
+            if stage is not None
+            else None
+        )
     except BadInput:
         zero_stage = None
     offload_optimizer = _offloaded(zero.get("offload_optimizer")) or bool(zero.get("cpu_offload"))
@@ -250,17 +254,28 @@ def read_deepspeed(value: Any, base_dir: Path | None, *, config_path: str) -> di
     if text.startswith("{"):
         inline = inputs.load_json(text, path=f"{one_line(config_path)}: deepspeed")
         if not isinstance(inline, dict):
-            raise BadInput(msg("deepspeed_malformed", None, path=one_line(config_path), detail="not a JSON object"))
+            raise BadInput(
+                msg("deepspeed_malformed", None, path=one_line(config_path), detail="not a JSON object")
+            )
         stage, opt, par = _from_deepspeed_json(inline)
         return _ds_result("<inline>", None, True, stage, opt, par)
     if not _could_be_a_path(text):
-        raise BadInput(msg("deepspeed_malformed", None, path=one_line(config_path), detail="deepspeed is neither a JSON object nor a file name"))
+        raise BadInput(
+            msg(
+                "deepspeed_malformed",
+                None,
+                path=one_line(config_path),
+                detail="deepspeed is neither a JSON object nor a file name",
+            )
+        )
     for candidate in _deepspeed_candidates(text, base_dir):
         if _present(candidate):  # a FIFO, a folder or a dangling link there is refused, not skipped
             body = read_config_text(candidate, what="DeepSpeed config")
             ds = inputs.load_json(body, path=f"DeepSpeed config {one_line(candidate)}")
             if not isinstance(ds, dict):
-                raise BadInput(msg("deepspeed_malformed", None, path=one_line(candidate), detail="not a JSON object"))
+                raise BadInput(
+                    msg("deepspeed_malformed", None, path=one_line(candidate), detail="not a JSON object")
+                )
             stage, opt, par = _from_deepspeed_json(ds)
             return _ds_result(text, str(candidate.resolve()), True, stage, opt, par)
     stage, opt, par = deepspeed_from_name(text)
@@ -319,7 +334,9 @@ def config_from_mapping(
         raise BadInput(msg("config_is_llamaboard", None, path=path))
     knowledge = lf_knowledge()
     # an old config's renamed key still says what its run did (it stays in unknown_keys: 0.9.5 rejects it)
-    renamed = {new: raw[old] for old, new in knowledge["renamed_keys"].items() if raw.get(new) is None and old in raw}
+    renamed = {
+        new: raw[old] for old, new in knowledge["renamed_keys"].items() if raw.get(new) is None and old in raw
+    }
     c = _Coerce({**raw, **renamed}, path)
 
     known = known_keys()

@@ -49,7 +49,9 @@ def percentile(sorted_values: Sequence[int], fraction: float) -> int | None:
     return int(sorted_values[min(rank, len(sorted_values)) - 1])
 
 
-def summarise(train: Iterable[int], evaluation: Iterable[int] | None, cutoff_len: int, *, source: str) -> DataFacts:
+def summarise(
+    train: Iterable[int], evaluation: Iterable[int] | None, cutoff_len: int, *, source: str
+) -> DataFacts:
     """DataFacts from per-sample token counts (full lengths, before truncation)."""
     lengths = sorted(train)
     eval_lengths = sorted(evaluation) if evaluation is not None else []
@@ -110,7 +112,13 @@ def _lengths_of(model_inputs: dict[str, list[Any]]) -> list[int]:
     return [max(len(model_inputs[k][i]) for k in keys) for i in range(count)]
 
 
-def _measure(dataset: Any, encode: Callable[[dict[str, list[Any]]], list[int]], progress: Progress | None, done: int, total: int | None) -> tuple[list[int], int]:
+def _measure(
+    dataset: Any,
+    encode: Callable[[dict[str, list[Any]]], list[int]],
+    progress: Progress | None,
+    done: int,
+    total: int | None,
+) -> tuple[list[int], int]:
     lengths: list[int] = []
     size = len(dataset)
     for start in range(0, size, _BATCH):
@@ -189,14 +197,22 @@ def _lf_counter(config: ConfigFacts) -> Iterator[_Counter]:
     with tempfile.TemporaryDirectory(prefix="oomdoctor-lengths-") as scratch, _quiet():
         try:
             data_args = DataArguments(**data_kwargs)
-            model_args = ModelArguments(model_name_or_path=str(model_dir), cache_dir=scratch, trust_remote_code=bool(config.raw.get("trust_remote_code", False)))
-            training_args = Seq2SeqTrainingArguments(output_dir=scratch, report_to="none", seed=int(config.raw.get("seed", 42)))
+            model_args = ModelArguments(
+                model_name_or_path=str(model_dir),
+                cache_dir=scratch,
+                trust_remote_code=bool(config.raw.get("trust_remote_code", False)),
+            )
+            training_args = Seq2SeqTrainingArguments(
+                output_dir=scratch, report_to="none", seed=int(config.raw.get("seed", 42))
+            )
         except (TypeError, ValueError) as err:
             raise BadInput(msg("len_bad_args", None, detail=str(err).splitlines()[0])) from None
         try:
             tokenizer_module = load_tokenizer(model_args)
         except (OSError, ValueError) as err:
-            raise BadInput(msg("len_tokenizer_failed", None, model=str(model_dir), detail=str(err).splitlines()[0])) from None
+            raise BadInput(
+                msg("len_tokenizer_failed", None, model=str(model_dir), detail=str(err).splitlines()[0])
+            ) from None
         tokenizer = tokenizer_module["tokenizer"]
         try:
             template = get_template_and_fix_tokenizer(tokenizer, data_args)
@@ -211,14 +227,18 @@ def _lf_counter(config: ConfigFacts) -> Iterator[_Counter]:
                 return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
         else:
-            processor = _get_dataset_processor(data_args, stage_for_loader, template, tokenizer, tokenizer_module.get("processor"))
+            processor = _get_dataset_processor(
+                data_args, stage_for_loader, template, tokenizer, tokenizer_module.get("processor")
+            )
 
             def encode(batch: dict[str, list[Any]]) -> list[int]:
                 return _lengths_of(processor.preprocess_dataset(batch))
 
         def load(names: list[str] | None, per_name: bool) -> Any:
             try:
-                return _get_merged_dataset(names, model_args, data_args, training_args, stage_for_loader, return_dict=per_name)
+                return _get_merged_dataset(
+                    names, model_args, data_args, training_args, stage_for_loader, return_dict=per_name
+                )
             except (OSError, ValueError, KeyError) as err:
                 raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
 
@@ -282,7 +302,9 @@ def row_lengths(config: ConfigFacts, names: Sequence[str]) -> dict[str, list[int
     counts them, before any train/validation split): what a probe trial sorts by."""
     with _lf_counter(config) as counter:
         per_name = counter.load(list(names), True) or {}
-        return {name: _measure(dataset, counter.encode, None, 0, None)[0] for name, dataset in per_name.items()}
+        return {
+            name: _measure(dataset, counter.encode, None, 0, None)[0] for name, dataset in per_name.items()
+        }
 
 
 def read_lengths_file(path: str | Path) -> DataFacts:
@@ -300,7 +322,9 @@ def read_lengths_file(path: str | Path) -> DataFacts:
         raw = inputs.read_json(p, what="lengths file", max_bytes=inputs.MAX_BYTES["lengths"])
         if not isinstance(raw, dict) or raw.get("max_tokens") is None:
             raise BadInput("no positive max_tokens")
-        values: dict[str, Any] = {"source": str(raw["source"])[:40] if isinstance(raw.get("source"), str) else "given"}
+        values: dict[str, Any] = {
+            "source": str(raw["source"])[:40] if isinstance(raw.get("source"), str) else "given"
+        }
         for key in _LENGTH_COUNTS:
             low = 1 if key == "max_tokens" else 0
             values[key] = inputs.optional_int(raw, key, path=shown, low=low, high=_LENGTH_MAX)

@@ -344,7 +344,10 @@ class _Decision:
         the failure's source lines."""
         known = step_forward_frames()
         names = [f.function for f in self.frames] + [
-            name for f in self.frames if f.code and not _NOT_A_CALL.match(f.code) for name in _CALL.findall(f.code)
+            name
+            for f in self.frames
+            if f.code and not _NOT_A_CALL.match(f.code)
+            for name in _CALL.findall(f.code)
         ]
         return any(name in known for name in names)
 

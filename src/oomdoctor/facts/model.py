@@ -187,12 +187,19 @@ def model_from_config_dict(
         qk_norm=bool(traits.get("qk_norm", False)),
         attn_default=traits.get("attn_default"),
         num_experts=_int(num_experts) if num_experts else None,
-        num_experts_per_tok=_int(_first(cfg, "num_experts_per_tok", "moe_topk", "top_k")) if num_experts else None,
+        num_experts_per_tok=_int(_first(cfg, "num_experts_per_tok", "moe_topk", "top_k"))
+        if num_experts
+        else None,
         moe_intermediate_size=_int(_first(cfg, "moe_intermediate_size")) if num_experts else None,
         shared_expert_intermediate_size=_int(shared_i) if num_experts and shared_i else None,
     )
-    if all(v is not None for v in (facts.hidden_size, facts.num_layers, facts.num_attention_heads, facts.vocab_size)):
-        total, active, embedding = count_params(facts, traits, first_dense_layers=_int(cfg.get("first_k_dense_replace")) or 0)
+    if all(
+        v is not None
+        for v in (facts.hidden_size, facts.num_layers, facts.num_attention_heads, facts.vocab_size)
+    ):
+        total, active, embedding = count_params(
+            facts, traits, first_dense_layers=_int(cfg.get("first_k_dense_replace")) or 0
+        )
         facts.params, facts.params_active, facts.embedding_params = total, active, embedding
     return facts
 
@@ -281,7 +288,11 @@ def count_params(
     norms = model.norms_per_layer * norm_params
     if model.num_experts:
         expert = dense_mlp(model.moe_intermediate_size or inter)
-        shared = dense_mlp(model.shared_expert_intermediate_size) + h if model.shared_expert_intermediate_size else 0
+        shared = (
+            dense_mlp(model.shared_expert_intermediate_size) + h
+            if model.shared_expert_intermediate_size
+            else 0
+        )
         router = h * model.num_experts
         moe_total = model.num_experts * expert + shared + router
         moe_active = (model.num_experts_per_tok or 1) * expert + shared + router

@@ -12,7 +12,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Phase = Literal["load", "first_batch", "long_sample", "eval", "save", "optimizer_step", "unknown", "none"]
-PHASES: tuple[str, ...] = ("load", "first_batch", "long_sample", "eval", "save", "optimizer_step", "unknown", "none")
+PHASES: tuple[str, ...] = (
+    "load",
+    "first_batch",
+    "long_sample",
+    "eval",
+    "save",
+    "optimizer_step",
+    "unknown",
+    "none",
+)
 
 Cause = Literal[
     "weights",
@@ -152,7 +161,9 @@ class LogFacts:
     reserved_mib: float | None = None  # "reserved in total by PyTorch"
     reserved_unallocated_mib: float | None = None  # "reserved by PyTorch but unallocated"
     other_processes: list[OtherProcess] = field(default_factory=list)  # "Process N has X memory in use"
-    allowed_mib: float | None = None  # old format "N allowed": a per-process memory fraction caps this process
+    allowed_mib: float | None = (
+        None  # old format "N allowed": a per-process memory fraction caps this process
+    )
     private_pools_mib: float | None = None  # "with N allocated in private pools (e.g., CUDA Graphs)"
     current_active_mib: float | None = None  # Ascend NPU "N current active"
     frames: list[str] = field(default_factory=list)  # function names in the last traceback, outermost first

@@ -356,7 +356,9 @@ def _finetuning_type(facts: Facts, phase: str) -> str | None:
         ):
             return "full"
     if config is not None and not config.raw and phase == "optimizer_step":
-        return None  # no config written at all: LLaMA-Factory's default (lora) is no evidence against the step's
+        return (
+            None  # no config written at all: LLaMA-Factory's default (lora) is no evidence against the step's
+        )
     return config.finetuning_type if config is not None else None
 
 
@@ -475,9 +477,7 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
         other_process_pids=tuple(other_pids),
         model_size_mib=model_size,
         weights_share=_weights_share(model_size, capacity, phase, log),
-        host_ram_needed_mib=(
-            model_size * (run.processes_at_least or 1) if model_size is not None else None
-        ),
+        host_ram_needed_mib=(model_size * (run.processes_at_least or 1) if model_size is not None else None),
         padded_longest_tokens=padded,
         cutoff_candidate=cutoff[0],
         cutoff_candidate_source=cutoff[1],

@@ -70,7 +70,9 @@ def _check_text(text: Any, where: str) -> None:
 
 
 def _effects_of(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    found: list[tuple[str, dict[str, Any]]] = [(d, spec[d]) for d in ("down", "up", "on", "off", "set", "removed", "changed") if d in spec]
+    found: list[tuple[str, dict[str, Any]]] = [
+        (d, spec[d]) for d in ("down", "up", "on", "off", "set", "removed", "changed") if d in spec
+    ]
     found += [(f"to.{value}", effect) for value, effect in (spec.get("to") or {}).items()]
     return found
 

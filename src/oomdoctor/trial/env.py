@@ -48,7 +48,16 @@ def allowed_change_env(env: Any, *, path: Path | str) -> dict[str, str]:
         return {}
     shown = one_line(path)
     if not isinstance(env, Mapping):
-        raise BadInput(msg("in_bad_type", None, path=shown, key="env", expected="a mapping of names to values", got=type(env).__name__))
+        raise BadInput(
+            msg(
+                "in_bad_type",
+                None,
+                path=shown,
+                key="env",
+                expected="a mapping of names to values",
+                got=type(env).__name__,
+            )
+        )
     refused: list[str] = []
     out: dict[str, str] = {}
     for name, value in env.items():
@@ -59,7 +68,9 @@ def allowed_change_env(env: Any, *, path: Path | str) -> dict[str, str]:
             continue
         out[name] = text
     if refused:
-        raise BadInput(msg("env_refused", None, path=shown, names=", ".join(refused[:8]), allowed=", ".join(ALLOWED)))
+        raise BadInput(
+            msg("env_refused", None, path=shown, names=", ".join(refused[:8]), allowed=", ".join(ALLOWED))
+        )
     return out
 
 

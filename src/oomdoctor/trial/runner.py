@@ -441,7 +441,9 @@ def _stop_everything(proc: subprocess.Popen[bytes], tree: ProcessTreeRss, grace_
 # --- Reading the results ---------------------------------------------------------------------------------------
 
 
-def _launch(processes: TrialProcesses, argv: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+def _launch(
+    processes: TrialProcesses, argv: list[str], *, env: dict[str, str], cwd: Path
+) -> subprocess.Popen[bytes]:
     """Start the launcher in its own session, inside the trial's cgroup when there is one."""
     try:
         return subprocess.Popen(processes.wrap(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -343,27 +343,57 @@ TEXTS: dict[str, dict[str, str]] = {
     # --- messages added by the diag work (keep each group together) ---
     "facts_account": {"en": "Card memory", "zh": "显存账目"},
     # (end of diag)
-
     # --- messages added by the probe work (keep each group together) ---
     # (end of probe)
-
     # --- messages added by the watch work (keep each group together) ---
     "key_watch_diagnose": {"en": "Diagnose", "zh": "诊断"},
-    "key_watch_diagnose_tip": {"en": "Open the log in the diagnosis view (the training goes on)", "zh": "在诊断视图中打开日志(训练继续运行)"},
+    "key_watch_diagnose_tip": {
+        "en": "Open the log in the diagnosis view (the training goes on)",
+        "zh": "在诊断视图中打开日志(训练继续运行)",
+    },
     "key_watch_back": {"en": "Back", "zh": "返回"},
     "key_watch_back_tip": {"en": "Stop watching; the training goes on", "zh": "停止监视;训练继续运行"},
-    "watch_screen_title": {"en": "Watching {config} (read only: the training is never signalled)", "zh": "正在监视 {config}(只读:不会向训练发送任何信号)"},
-    "watch_legend": {"en": "green: used · red: limit · yellow: peak so far · magenta: validation (estimate) · cyan: longest batch (estimate) · blue: next save (estimate)", "zh": "绿:已用 · 红:上限 · 黄:目前峰值 · 品红:验证(估算)· 青:最长批次(估算)· 蓝:下次保存(估算)"},
-    "watch_starting": {"en": "Reading the config and looking for the training...", "zh": "正在读取配置并查找训练进程……"},
-    "watch_waiting": {"en": "Waiting for the training: no process names this config or its output_dir yet.", "zh": "等待训练启动:还没有进程的命令行包含这个配置或它的 output_dir。"},
-    "watch_status": {"en": "pid {pids} · step {step} / {total} · loss {loss} · next validation at step {eval} · next save at step {save}", "zh": "pid {pids} · 第 {step} / {total} 步 · loss {loss} · 下次验证第 {eval} 步 · 下次保存第 {save} 步"},
-    "watch_no_warning": {"en": "No warning: what is coming fits in what is left.", "zh": "没有预警:后面需要的内存都在剩余范围内。"},
-    "watch_first_warning": {"en": "First warning ({elapsed} s in): {text}", "zh": "第一条预警(开始后 {elapsed} 秒):{text}"},
-    "watch_ended": {"en": "The run has ended. The diagnosis of its log (d: open it with its proposals):", "zh": "训练已结束。日志诊断如下(按 d 打开诊断视图查看修改建议):"},
-    "watch_no_readings": {"en": "No warning can be judged without a reading of the run's memory (RECORD_VRAM=1 in its environment logs it).", "zh": "没有训练内存的读数,无法判断预警(在训练环境中设置 RECORD_VRAM=1 即会记录)。"},
-    "watch_log_only": {"en": "Following the log alone: no process of this run is visible here (another container or a scheduler?), so no process memory; {file} written {age} s ago.", "zh": "仅跟随日志:这里看不到这次训练的进程(在另一个容器中或由调度器启动?),因此没有进程内存;{file} {age} 秒前写入。"},
+    "watch_screen_title": {
+        "en": "Watching {config} (read only: the training is never signalled)",
+        "zh": "正在监视 {config}(只读:不会向训练发送任何信号)",
+    },
+    "watch_legend": {
+        "en": "green: used · red: limit · yellow: peak so far · magenta: validation (estimate) · cyan: longest batch (estimate) · blue: next save (estimate)",
+        "zh": "绿:已用 · 红:上限 · 黄:目前峰值 · 品红:验证(估算)· 青:最长批次(估算)· 蓝:下次保存(估算)",
+    },
+    "watch_starting": {
+        "en": "Reading the config and looking for the training...",
+        "zh": "正在读取配置并查找训练进程……",
+    },
+    "watch_waiting": {
+        "en": "Waiting for the training: no process names this config or its output_dir yet.",
+        "zh": "等待训练启动:还没有进程的命令行包含这个配置或它的 output_dir。",
+    },
+    "watch_status": {
+        "en": "pid {pids} · step {step} / {total} · loss {loss} · next validation at step {eval} · next save at step {save}",
+        "zh": "pid {pids} · 第 {step} / {total} 步 · loss {loss} · 下次验证第 {eval} 步 · 下次保存第 {save} 步",
+    },
+    "watch_no_warning": {
+        "en": "No warning: what is coming fits in what is left.",
+        "zh": "没有预警:后面需要的内存都在剩余范围内。",
+    },
+    "watch_first_warning": {
+        "en": "First warning ({elapsed} s in): {text}",
+        "zh": "第一条预警(开始后 {elapsed} 秒):{text}",
+    },
+    "watch_ended": {
+        "en": "The run has ended. The diagnosis of its log (d: open it with its proposals):",
+        "zh": "训练已结束。日志诊断如下(按 d 打开诊断视图查看修改建议):",
+    },
+    "watch_no_readings": {
+        "en": "No warning can be judged without a reading of the run's memory (RECORD_VRAM=1 in its environment logs it).",
+        "zh": "没有训练内存的读数,无法判断预警(在训练环境中设置 RECORD_VRAM=1 即会记录)。",
+    },
+    "watch_log_only": {
+        "en": "Following the log alone: no process of this run is visible here (another container or a scheduler?), so no process memory; {file} written {age} s ago.",
+        "zh": "仅跟随日志:这里看不到这次训练的进程(在另一个容器中或由调度器启动?),因此没有进程内存;{file} {age} 秒前写入。",
+    },
     # (end of watch)
-
     # --- messages added by the tui work (keep each group together) ---
     "command_title": {"en": "The training command", "zh": "训练命令"},
     "command_how_to_copy": {
@@ -413,7 +443,10 @@ TEXTS: dict[str, dict[str, str]] = {
     "trial_phase_save": {"en": "saving", "zh": "保存"},
     "trial_peak": {"en": "Peak {peak}", "zh": "峰值 {peak}"},
     "trial_estimate": {"en": "Estimate {estimate}", "zh": "估算 {estimate}"},
-    "trial_log_hint": {"en": "Log, last lines of {count} (o unfolds)", "zh": "日志,共 {count} 行中的最后几行(o 展开)"},
+    "trial_log_hint": {
+        "en": "Log, last lines of {count} (o unfolds)",
+        "zh": "日志,共 {count} 行中的最后几行(o 展开)",
+    },
     "trial_log_hint_open": {"en": "Log, {count} lines (o folds)", "zh": "日志,共 {count} 行(o 收起)"},
     "chart_gpu": {"en": "memory per GPU (GiB over s)", "zh": "每卡显存(GiB,随时间)"},
     "chart_host": {"en": "process RSS (GiB over s)", "zh": "进程内存(GiB,随时间)"},
@@ -482,19 +515,14 @@ TEXTS: dict[str, dict[str, str]] = {
     "key_previous": {"en": "Previous", "zh": "上一个"},
     "key_previous_tip": {"en": "Show the previous change", "zh": "查看上一个修改"},
     # (end of tui)
-
     # --- messages added by the facts work (keep each group together) ---
     # (end of facts)
-
     # --- messages added by the startup work (keep each group together) ---
     # (end of startup)
-
     # --- messages added by the hostile work (keep each group together) ---
     # (end of hostile)
-
     # --- messages added by the bigl work (keep each group together) ---
     # (end of bigl)
-
 }
 
 

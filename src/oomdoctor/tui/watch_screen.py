@@ -148,7 +148,9 @@ class WatchScreen(DoctorScreen):
     async def refresh_view(self) -> None:
         lang = self.lang
         frame = self.frame
-        self.query_one("#watch-title", Static).update(Text(t("watch_screen_title", lang, config=self.config.name), style="bold"))
+        self.query_one("#watch-title", Static).update(
+            Text(t("watch_screen_title", lang, config=self.config.name), style="bold")
+        )
         self.query_one("#watch-legend", Static).update(Text(t("watch_legend", lang), style="dim"))
         status = self.query_one("#watch-status", Static)
         if frame is None:
@@ -201,7 +203,9 @@ class WatchScreen(DoctorScreen):
 
         lang = self.lang
         head = t("watch_ended", lang)
-        body = report(self.final, lang) if self.final is not None else str((self.frame or {}).get("diagnosis"))
+        body = (
+            report(self.final, lang) if self.final is not None else str((self.frame or {}).get("diagnosis"))
+        )
         return Text(f"{head}\n\n{body}")
 
     def action_diagnose(self) -> None:

@@ -148,7 +148,9 @@ class WarningEngine:
                 self._state.floors.setdefault(pool.name, deque(maxlen=frames)).append(pool.left_mib)
                 if obs.step:  # from the first finished step: loading and the first batch ramp up once
                     points = int(self.spec["kinds"]["host_ram_trend"]["min_points"]) * 2
-                    self._state.trend.setdefault(pool.name, deque(maxlen=points)).append((obs.time_s, pool.used_mib))
+                    self._state.trend.setdefault(pool.name, deque(maxlen=points)).append(
+                        (obs.time_s, pool.used_mib)
+                    )
             else:
                 self._state.first_others.setdefault(pool.name, {pid for pid, _, _ in pool.others})
         if self._state.retries_start is None:
@@ -170,7 +172,9 @@ class WarningEngine:
         """The memory the run's tensors live in: its GPU with the least room (any GPU before it holds one), else
         the tightest host limit (no GPU: the tensors live in host memory)."""
         gpus = [p for p in obs.pools if p.kind == "gpu"]
-        pools = [p for p in gpus if (p.run_mib or 0) > 0] or gpus or [p for p in obs.pools if p.kind == "host"]
+        pools = (
+            [p for p in gpus if (p.run_mib or 0) > 0] or gpus or [p for p in obs.pools if p.kind == "host"]
+        )
         return min(pools, key=self.left_mib, default=None)
 
     # ---- the round -------------------------------------------------------------------------------------
@@ -191,7 +195,9 @@ class WarningEngine:
         advice = self._advice[key]
         spec = self.spec["kinds"][kind]
         words = _words(fields, advice, self.spec)
-        act = spec["act_manual"] if "act_manual" in spec and not (advice.changes or advice.env) else spec["act"]
+        act = (
+            spec["act_manual"] if "act_manual" in spec and not (advice.changes or advice.env) else spec["act"]
+        )
         return LiveWarning(
             kind=kind,
             expected_step=fields.get("expected_step"),
@@ -232,7 +238,12 @@ def _words(fields: dict[str, Any], advice: Advice, spec: dict[str, Any]) -> dict
 
 
 def _base(engine: WarningEngine, pool: Pool) -> dict[str, Any]:
-    return {"pool": pool, "limit_mib": pool.limit_mib, "used_mib": pool.used_mib, "left_mib": engine.left_mib(pool)}
+    return {
+        "pool": pool,
+        "limit_mib": pool.limit_mib,
+        "used_mib": pool.used_mib,
+        "left_mib": engine.left_mib(pool),
+    }
 
 
 def _total(engine: WarningEngine, obs: Observation) -> int | None:
@@ -266,7 +277,9 @@ def check_longest_batch(engine: WarningEngine, obs: Observation) -> list[dict[st
         return []
     fields = _base(engine, pool)
     needed = plan.train_extra_mib - engine.reusable_mib(pool)
-    if needed <= fields["left_mib"] * float(engine.spec["kinds"]["longest_batch_needs_more"]["needed_over_left"]):
+    if needed <= fields["left_mib"] * float(
+        engine.spec["kinds"]["longest_batch_needs_more"]["needed_over_left"]
+    ):
         return []
     return [{**fields, "needed_mib": needed, "expected_step": None, "micro_batch": plan.micro_batch,
              "padded_len": plan.padded_len, "length_source": plan.padded_len_source}]  # fmt: skip
@@ -279,7 +292,9 @@ def check_first_update(engine: WarningEngine, obs: Observation) -> list[dict[str
         return []
     fields = _base(engine, pool)
     needed = plan.state_mib - engine.reusable_mib(pool)
-    if needed <= fields["left_mib"] * float(engine.spec["kinds"]["first_update_needs_more"]["needed_over_left"]):
+    if needed <= fields["left_mib"] * float(
+        engine.spec["kinds"]["first_update_needs_more"]["needed_over_left"]
+    ):
         return []
     return [{**fields, "needed_mib": needed, "expected_step": 1, "accumulation": plan.accumulation}]
 

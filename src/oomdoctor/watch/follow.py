@@ -130,7 +130,9 @@ class LogFollower:
         chunk = retries_in(lines)
         # flush warnings count events since the last step (they add up); memory_stats/summary counters are
         # cumulative (the largest is the count)
-        p.retries = p.retries + chunk if any("flushes since last step" in x for x in lines) else max(p.retries, chunk)
+        p.retries = (
+            p.retries + chunk if any("flushes since last step" in x for x in lines) else max(p.retries, chunk)
+        )
 
     def _read_line(self, line: str) -> None:
         p = self.progress

@@ -70,7 +70,11 @@ class TailReader:
             if last == size:
                 return None
             fresh = last is None or size < last  # first look, or the file was rewritten
-            fh.seek(max(0, size - int(_settings()["tail_bytes"])) if last is None or fresh else max(0, last - OVERLAP_BYTES))
+            fh.seek(
+                max(0, size - int(_settings()["tail_bytes"]))
+                if last is None or fresh
+                else max(0, last - OVERLAP_BYTES)
+            )
             self._seen[path] = size
             return fh.read(size - fh.tell()).decode("utf-8", errors="replace")
 
@@ -113,7 +117,12 @@ class LogState:
 
 
 def log_state(
-    console: list[Path], jsonl: Path | None, *, within_s: float, now: float | None = None, reader: TailReader | None = None
+    console: list[Path],
+    jsonl: Path | None,
+    *,
+    within_s: float,
+    now: float | None = None,
+    reader: TailReader | None = None,
 ) -> LogState:
     """The newest write among the run's logs and, when it is within ``within_s``, whether they show the end
     of training (an older log is not read). With a ``reader``, only what was added since its last look is
@@ -149,5 +158,7 @@ def stale_s() -> float:
 
 def log_is_live(log_path: Path | None, output_dir: Path | None, *, now: float | None = None) -> bool:
     """The run's log was written within ``log_only.recent_s`` and shows no end of training."""
-    state = log_state(console_logs(log_path, output_dir), trainer_log(log_path, output_dir), within_s=recent_s(), now=now)
+    state = log_state(
+        console_logs(log_path, output_dir), trainer_log(log_path, output_dir), within_s=recent_s(), now=now
+    )
     return state.written_within(recent_s()) and not state.ended

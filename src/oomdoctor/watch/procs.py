@@ -195,7 +195,11 @@ def cgroup_limit(pid: int, root: Path = CGROUP_ROOT) -> HostLimit | None:
         if controllers == "":
             folder, limit_name, usage_name = root / rel, "memory.max", "memory.current"
         elif "memory" in controllers.split(","):
-            folder, limit_name, usage_name = root / "memory" / rel, "memory.limit_in_bytes", "memory.usage_in_bytes"
+            folder, limit_name, usage_name = (
+                root / "memory" / rel,
+                "memory.limit_in_bytes",
+                "memory.usage_in_bytes",
+            )
         else:
             continue
         limit = _read_bytes(folder / limit_name)

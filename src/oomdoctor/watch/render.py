@@ -29,7 +29,10 @@ def _eta(seconds: float | None) -> str:
 def _pool_lines(pool: dict[str, Any], lang: Lang) -> list[str]:
     source = msg(f"wr_limit_{pool['limit_source']}", lang)
     if pool["used_mib"] is None:  # the estimate alone (log without memory readings)
-        lines = [f"{pool['name']}  {source}", "  " + msg("wr_estimate_only", lang, limit=_num(pool["limit_mib"]))]
+        lines = [
+            f"{pool['name']}  {source}",
+            "  " + msg("wr_estimate_only", lang, limit=_num(pool["limit_mib"])),
+        ]
     else:
         lines = _reading_lines(pool, source, lang)
     phase = pool.get("phase_lines_mib") or {}
@@ -60,9 +63,13 @@ def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
         lines.append(msg("wr_run", lang, pids=", ".join(map(str, frame["pids"])) or "-", step=_num(frame["step"]),
                          total=_num(frame["total_steps"]), loss="-" if frame["loss"] is None else f"{frame['loss']:.4f}",
                          eta=_eta(frame["eta_s"])))  # fmt: skip
-        lines.append(msg("wr_next", lang, eval=_num(frame["next_eval_step"]), save=_num(frame["next_save_step"])))
+        lines.append(
+            msg("wr_next", lang, eval=_num(frame["next_eval_step"]), save=_num(frame["next_save_step"]))
+        )
         if frame.get("log_only"):
-            lines.append(msg("wr_log_only", lang, file=frame["log_file"] or "-", age=_num(frame["log_age_s"])))
+            lines.append(
+                msg("wr_log_only", lang, file=frame["log_file"] or "-", age=_num(frame["log_age_s"]))
+            )
     elif not frame["ended"]:
         lines.append(msg("wr_waiting", lang))
     lines.append("")

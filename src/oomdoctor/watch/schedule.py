@@ -48,7 +48,9 @@ def save_interval(config: ConfigFacts, total_steps: int | None) -> int | None:
     return _interval(config.save_steps or DEFAULT_SAVE_STEPS, total_steps)
 
 
-def next_at(interval: int | None, step: int | None, total_steps: int | None, *, include_last: bool) -> int | None:
+def next_at(
+    interval: int | None, step: int | None, total_steps: int | None, *, include_last: bool
+) -> int | None:
     """The first multiple of ``interval`` after ``step`` (steps done so far), within the run."""
     if interval is None:
         return None

@@ -85,7 +85,9 @@ class Watcher:
 
     # ---- what to follow --------------------------------------------------------------------------------
     def _attach_followers(self) -> None:
-        paths: list[tuple[Path, type]] = [(p, LogFollower) for p in logstate.console_logs(self.log_path, self.output_dir)]
+        paths: list[tuple[Path, type]] = [
+            (p, LogFollower) for p in logstate.console_logs(self.log_path, self.output_dir)
+        ]
         jsonl = logstate.trainer_log(self.log_path, self.output_dir)
         if jsonl is not None:
             paths.append((jsonl, TrainerLogFollower))
@@ -97,8 +99,12 @@ class Watcher:
     # ---- the processes ---------------------------------------------------------------------------------
     def _members(self) -> list[Any]:
         if self.tree is None or not self.tree.roots:
-            roots = [self.pid] if self.pid is not None else procs.find_training(
-                str(self.config_path), str(self.output_dir) if self.output_dir else None
+            roots = (
+                [self.pid]
+                if self.pid is not None
+                else procs.find_training(
+                    str(self.config_path), str(self.output_dir) if self.output_dir else None
+                )
             )
             if roots:
                 self.tree = procs.ProcessTree(roots)
@@ -200,7 +206,9 @@ class Watcher:
         self.final = final
         return final.to_json()
 
-    def _frame(self, obs: Observation, members: list[Any], warnings: list[Any], alone: bool) -> dict[str, Any]:
+    def _frame(
+        self, obs: Observation, members: list[Any], warnings: list[Any], alone: bool
+    ) -> dict[str, Any]:
         total = obs.total_steps or self.config.max_steps
         target = self.engine.target(obs)
         pools = [self._pool_json(pool, pool is target, obs) for pool in obs.pools]
@@ -242,11 +250,15 @@ class Watcher:
             "peak_mib": round(self.peaks.get(pool.name, pool.used_mib), 1),
             "others": [{"pid": pid, "name": name, "used_mib": mib} for pid, name, mib in pool.others],
         }
-        save_coming = schedule.next_save(self.config, obs.step, obs.total_steps or self.config.max_steps) is not None
+        save_coming = (
+            schedule.next_save(self.config, obs.step, obs.total_steps or self.config.max_steps) is not None
+        )
         if target:
             out["phase_lines_mib"] = self._phase_lines(pool, save_coming)
         elif pool.kind == "host" and save_coming and self.plan.save_host_parts:
-            out["phase_lines_mib"] = {"save": round(self._held(pool) + sum(self.plan.save_host_parts.values()), 1)}
+            out["phase_lines_mib"] = {
+                "save": round(self._held(pool) + sum(self.plan.save_host_parts.values()), 1)
+            }
         return out
 
     def _estimate_json(self, obs: Observation) -> dict[str, Any]:
@@ -254,7 +266,9 @@ class Watcher:
         from oomdoctor.estimate.memory import constants
 
         held = self.plan.static_mib + float(constants()["cuda_context_mib"][0])
-        save_coming = schedule.next_save(self.config, obs.step, obs.total_steps or self.config.max_steps) is not None
+        save_coming = (
+            schedule.next_save(self.config, obs.step, obs.total_steps or self.config.max_steps) is not None
+        )
         lines = {}
         if self.plan.eval_extra_mib is not None:
             lines["eval"] = round(held + self.plan.eval_extra_mib, 1)
