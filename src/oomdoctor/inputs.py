@@ -568,29 +568,20 @@ def make_new_folder(target: Path) -> None:
     """Create ``target`` (its parents as needed) the way ``O_EXCL`` creates a file: ``os.mkdir`` fails if
     anything, a symlink included, took the name meanwhile; the link is never followed."""
     shown = one_line(target)
+
+    def cannot(err: OSError) -> BadInput:
+        detail = err.strerror or err
+        return BadInput(
+            msg("out_parent_missing", None, path=shown, parent=one_line(target.parent), detail=detail)
+        )
+
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise BadInput(
-            msg(
-                "out_parent_missing",
-                None,
-                path=shown,
-                parent=one_line(target.parent),
-                detail=err.strerror or err,
-            )
-        ) from None
+        raise cannot(err) from None
     try:
         os.mkdir(target)
     except FileExistsError:
         raise BadInput(msg("out_exists", None, path=shown)) from None
     except OSError as err:
-        raise BadInput(
-            msg(
-                "out_parent_missing",
-                None,
-                path=shown,
-                parent=one_line(target.parent),
-                detail=err.strerror or err,
-            )
-        ) from None
+        raise cannot(err) from None

@@ -287,29 +287,12 @@ def test_trials_named_alike_are_told_apart(tmp_path) -> None:
 def test_a_failed_trial_lower_peak_is_not_called_a_saving() -> None:
     from oomdoctor.trial.compare import TrialRow, _delta_text
 
-    failed = TrialRow(
-        name="t2",
-        folder="t2",
-        outcome="oom",
-        peak_mib=900.0,
-        peak_source="nvml",
-        wall_s=3.0,
-        steps_done=2,
-        total_steps=8,
-        eval_loss=None,
-    )
-    failed.delta_peak_mib, failed.delta_wall_s = -1200.0, -10.0
-    passed = TrialRow(
-        name="t3",
-        folder="t3",
-        outcome="ok",
-        peak_mib=900.0,
-        peak_source="nvml",
-        wall_s=3.0,
-        steps_done=2,
-        total_steps=8,
-        eval_loss=None,
-    )
-    passed.delta_peak_mib, passed.delta_wall_s = -1200.0, -10.0
+    def row(outcome: str) -> TrialRow:
+        r = TrialRow(name=outcome, folder=outcome, outcome=outcome, peak_mib=900.0, peak_source="nvml",
+                     wall_s=3.0, steps_done=2, total_steps=8, eval_loss=None)  # fmt: skip
+        r.delta_peak_mib, r.delta_wall_s = -1200.0, -10.0
+        return r
+
+    failed, passed = row("oom"), row("ok")
     assert "not a saving" in _delta_text(failed, "en") and "不算节省" in _delta_text(failed, "zh")
     assert "not a saving" not in _delta_text(passed, "en")
