@@ -155,6 +155,33 @@ def _wait_for_frame(stop: threading.Event, due: float, interval_s: float, clock:
     return stop.wait(due - now)
 
 
+def _frame_loop(
+    next_frame: Callable[[], dict[str, Any]],
+    show: Callable[[dict[str, Any]], str],
+    done: Callable[[dict[str, Any], int], int | None],
+    out: TextIO,
+    interval_s: float,
+    stop: threading.Event | None,
+    clock: Callable[[], float],
+) -> int:
+    """Write frames on a drift-corrected interval until ``done`` gives an exit code, ``stop`` is set or Ctrl+C."""
+    stop = stop if stop is not None else threading.Event()
+    start, shown = clock(), 0
+    try:
+        while True:
+            frame = next_frame()
+            out.write(show(frame))
+            out.flush()
+            shown += 1
+            code = done(frame, shown)
+            if code is not None:
+                return code
+            if _wait_for_frame(stop, start + shown * interval_s, interval_s, clock):
+                return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
 def watch(
     source: Any,
     *,
@@ -169,27 +196,20 @@ def watch(
 ) -> int:
     """Print frames until Ctrl+C, ``stop`` or ``frames`` frames. Only reads; exit 0."""
     out = out if out is not None else sys.stdout
-    stop = stop if stop is not None else threading.Event()
     redraw = not as_json and not once and out.isatty()
-    start, shown = clock(), 0
-    try:
-        while True:
-            frame = read_frame(source)
-            if as_json:
-                out.write(json.dumps(frame, ensure_ascii=False) + "\n")
-            else:
-                reason_in = getattr(source, "reason_in", None)
-                reason = reason_in(lang) if callable(reason_in) and not frame["gpu_available"] else None
-                text = render_frame(frame, lang, None if once else interval_s, reason)
-                out.write((CLEAR + text + "\n") if redraw else (text + "\n\n"))
-            out.flush()
-            shown += 1
-            if once or (frames is not None and shown >= frames):
-                return EXIT_OK
-            if _wait_for_frame(stop, start + shown * interval_s, interval_s, clock):
-                return EXIT_OK
-    except KeyboardInterrupt:
-        return EXIT_OK
+
+    def show(frame: dict[str, Any]) -> str:
+        if as_json:
+            return json.dumps(frame, ensure_ascii=False) + "\n"
+        reason_in = getattr(source, "reason_in", None)
+        reason = reason_in(lang) if callable(reason_in) and not frame["gpu_available"] else None
+        text = render_frame(frame, lang, None if once else interval_s, reason)
+        return (CLEAR + text + "\n") if redraw else (text + "\n\n")
+
+    def done(frame: dict[str, Any], shown: int) -> int | None:
+        return EXIT_OK if once or (frames is not None and shown >= frames) else None
+
+    return _frame_loop(lambda: read_frame(source), show, done, out, interval_s, stop, clock)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -233,22 +253,16 @@ def watch_run(
 ) -> int:
     """Frames of one run until it ends (then its diagnosis: exit 1 when it ran out), Ctrl+C or ``stop``."""
     out = out if out is not None else sys.stdout
-    stop = stop if stop is not None else threading.Event()
     redraw = not as_json and not once and out.isatty()
-    start, shown = clock(), 0
-    try:
-        while True:
-            frame = watcher.poll()
-            text = json.dumps(frame, ensure_ascii=False) if as_json else render(frame)
-            out.write(text + "\n" if as_json or not redraw else CLEAR + text + "\n")
-            out.flush()
-            shown += 1
-            if frame["ended"]:
-                diagnosis = frame.get("diagnosis") or {}
-                return EXIT_FAILED if diagnosis.get("oom") else EXIT_OK
-            if once:
-                return EXIT_OK
-            if _wait_for_frame(stop, start + shown * interval_s, interval_s, clock):
-                return EXIT_OK
-    except KeyboardInterrupt:
-        return EXIT_OK
+
+    def show(frame: dict[str, Any]) -> str:
+        text = json.dumps(frame, ensure_ascii=False) if as_json else render(frame)
+        return text + "\n" if as_json or not redraw else CLEAR + text + "\n"
+
+    def done(frame: dict[str, Any], shown: int) -> int | None:
+        if frame["ended"]:
+            diagnosis = frame.get("diagnosis") or {}
+            return EXIT_FAILED if diagnosis.get("oom") else EXIT_OK
+        return EXIT_OK if once else None
+
+    return _frame_loop(watcher.poll, show, done, out, interval_s, stop, clock)
