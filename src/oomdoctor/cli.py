@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import re
 import sys
 import unicodedata
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from typing import Any
 from oomdoctor import __version__
 from oomdoctor.errors import EXIT_BAD_INPUT, BadInput, one_line
 from oomdoctor.i18n import LANGS, Lang, default_lang, help_text, msg, set_help_lang
+from oomdoctor.lazyre import lazy
 
 # Each verb's one-line help, (English, Chinese); ``--help`` shows the user's language.
 VERBS: dict[str, tuple[str, str]] = {
@@ -49,7 +49,7 @@ VERBS: dict[str, tuple[str, str]] = {
 
 # A Chinese character takes two terminal columns, and Chinese puts no spaces between words: argparse's
 # textwrap would count each as one column and leave whole clauses unbroken.
-_WIDE_OR_WORD = re.compile(
+_WIDE_OR_WORD = lazy(
     r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+|\s+"
 )
 _NO_LINE_START = set(",。、;:!?)》」』")

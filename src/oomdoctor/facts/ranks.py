@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from oomdoctor.datafiles import load_data_file
 from oomdoctor.facts.log_tables import MARKERS_FILE, tables
 from oomdoctor.facts.log_text import split_lines, split_prefix
+from oomdoctor.lazyre import lazy
 
 if TYPE_CHECKING:
     from oomdoctor.facts.types import LogFacts
@@ -44,8 +45,8 @@ class RankReport:
 @lru_cache(maxsize=1)
 def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     raw = load_data_file(MARKERS_FILE)
-    teardown = re.compile("|".join(f"(?:{p})" for p in raw["teardown_lines"]))
-    return teardown, re.compile(raw["root_cause_header"]), re.compile(raw["root_cause_rank"])
+    teardown = lazy("|".join(f"(?:{p})" for p in raw["teardown_lines"]))
+    return teardown, lazy(raw["root_cause_header"]), lazy(raw["root_cause_rank"])
 
 
 def _is_oom(text: str) -> bool:
