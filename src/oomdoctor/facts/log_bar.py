@@ -21,6 +21,8 @@ _DESC_STOP = "|\r\n"
 
 @dataclass(frozen=True)
 class Bar:
+    """A tqdm progress bar found in a line: where it is, its description and its count."""
+
     start: int
     end: int
     desc: str  # as the regex's group: everything before the percentage, trailing whitespace excluded

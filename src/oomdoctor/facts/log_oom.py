@@ -51,6 +51,8 @@ def _one(pattern: str, text: str) -> float | None:
 
 @dataclass
 class OomNumbers:
+    """The sizes an out-of-memory message states, in MiB (None where it does not say)."""
+
     requested_mib: float | None = None
     capacity_mib: float | None = None
     free_mib: float | None = None

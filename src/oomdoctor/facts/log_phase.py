@@ -30,6 +30,8 @@ TRAINING_PHASES = ("first_batch", "long_sample", "optimizer_step")
 
 @dataclass
 class Frame:
+    """One traceback frame: file, function and the source line shown."""
+
     path: str | None
     function: str | None
     code: str | None = None
@@ -37,6 +39,8 @@ class Frame:
 
 @dataclass
 class PhaseResult:
+    """The phase the failure happened in, how sure, and the lines that say so."""
+
     phase: str
     confidence: str  # "high" / "low"
     evidence: list[LocalText] = field(default_factory=list)

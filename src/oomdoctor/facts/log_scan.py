@@ -165,6 +165,8 @@ class Failure:
 
 @dataclass
 class _Traceback:
+    """A traceback being read, per process, with the state the run was in when it opened."""
+
     lines: list[str]
     snapshot: Snapshot
     has_frames: bool = False

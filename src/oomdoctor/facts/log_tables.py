@@ -18,6 +18,8 @@ LocalText = dict[str, str]
 
 @dataclass(frozen=True)
 class OomForm:
+    """One way an out-of-memory is printed: its hints, its pattern and what ran out."""
+
     kind: str
     ran_out_of: str
     priority: int
@@ -28,6 +30,8 @@ class OomForm:
 
 @dataclass(frozen=True)
 class FrameRule:
+    """A traceback frame (function, file) that tells what the run was doing."""
+
     role: str  # context / after_step / train / loss / forward
     phase: str | None
     functions: frozenset[str]
@@ -44,6 +48,8 @@ class FrameRule:
 
 @dataclass(frozen=True)
 class CodeRule:
+    """A running source line that tells what the run was doing."""
+
     role: str
     phase: str | None
     contains: tuple[str, ...]
@@ -52,6 +58,8 @@ class CodeRule:
 
 @dataclass(frozen=True)
 class Marker:
+    """A log line that sets the phase context (or marks the run's set-up)."""
+
     context: str | None  # None for set-up markers
     setup: bool
     pattern: re.Pattern[str]
@@ -60,12 +68,16 @@ class Marker:
 
 @dataclass(frozen=True)
 class AllocatorWarning:
+    """An allocator warning line, and how its count adds up."""
+
     pattern: re.Pattern[str]
     count: str | None  # "add" / "max" / None
 
 
 @dataclass(frozen=True)
 class Tables:
+    """Everything ``log_markers.yaml`` holds, with its patterns ready to search."""
+
     oom_forms: tuple[OomForm, ...]
     oom_hint: re.Pattern[str]
     library_kinds: tuple[tuple[str, tuple[str, ...]], ...]

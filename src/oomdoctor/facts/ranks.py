@@ -30,6 +30,8 @@ MAX_FILE_BYTES = 64 * 1024**2  # the tail of a bigger node log is read (the fail
 
 @dataclass(frozen=True)
 class RankReport:
+    """Which process of a multi-rank log failed first, and how the others ended."""
+
     processes: tuple[str, ...]  # every process label seen ("rank3", "node1/rank0", "host:worker-2")
     first: str | None  # the first process whose memory ran out
     first_line: int | None  # its line number in the text read

@@ -67,6 +67,8 @@ class QuestionSpec:
 
 @dataclass
 class RuleSet:
+    """The validated decision nodes of one rules folder."""
+
     directory: Path
     nodes: list[LoadedNode] = field(default_factory=list)  # sorted by (rank, id)
 
