@@ -88,8 +88,29 @@ def wrap_columns(text: str, width: int) -> list[str]:
     return lines
 
 
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns`` (``$COLUMNS``, else the terminal's, else 80), without importing
+    shutil: argparse would, and with it the archive modules shutil loads, on every start."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 class _Formatter(argparse.HelpFormatter):
     """argparse's help layout, wrapped by terminal columns so Chinese help lines fit the terminal."""
+
+    def __init__(
+        self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None
+    ) -> None:
+        width = _terminal_columns() - 2 if width is None else width  # as argparse sizes it
+        super().__init__(prog, indent_increment, max_help_position, width)
 
     def _split_lines(self, text: str, width: int) -> list[str]:
         return wrap_columns(text, width)
