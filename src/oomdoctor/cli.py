@@ -171,10 +171,13 @@ def verb_from_argv(argv: Sequence[str]) -> str | None:
     return None
 
 
-def build_parser(lang: Lang | None = None, *, verb: str | None = None) -> argparse.ArgumentParser:
+def build_parser(
+    lang: Lang | None = None, *, verb: str | None = None, verbs_only: bool = False
+) -> argparse.ArgumentParser:
     """The command line, its help texts in ``lang`` (None: the environment's, as ``oomdoctor`` without
     --lang). With ``verb``, only that verb's arguments are registered (every verb still has its entry), so
-    a command imports just the one module it runs."""
+    a command imports just the one module it runs; with ``verbs_only``, none are (the top-level help,
+    ``--version``, the app opened without a verb: each reads only the verb list)."""
     set_help_lang(lang or default_lang())
     parser = _Parser(
         prog="oomdoctor",
@@ -197,7 +200,7 @@ def build_parser(lang: Lang | None = None, *, verb: str | None = None) -> argpar
         p = sub.add_parser(name, help=summary, description=summary)
         p.add_argument("--lang", choices=list(LANGS), default=argparse.SUPPRESS, help=_lang_help())
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_debug_help())
-        if verb is None or name == verb:
+        if not verbs_only and (verb is None or name == verb):
             importlib.import_module(f"oomdoctor.commands.{name}").register(p)
     return parser
 
@@ -237,11 +240,11 @@ def crash_line(err: BaseException) -> str:
 
 
 def _run(words: list[str]) -> int:
-    args = build_parser(lang_from_argv(words), verb=verb_from_argv(words)).parse_args(words)
+    verb = verb_from_argv(words)
+    args = build_parser(lang_from_argv(words), verb=verb, verbs_only=verb is None).parse_args(words)
     if args.lang is None:
         args.lang = default_lang()
-    verb = args.verb or "tui"
-    module = importlib.import_module(f"oomdoctor.commands.{verb}")
+    module = importlib.import_module(f"oomdoctor.commands.{args.verb or 'tui'}")
     return int(module.run(args))
 
 
