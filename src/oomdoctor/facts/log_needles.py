@@ -19,7 +19,7 @@ import functools
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 try:  # Python 3.11+
     from re import _constants as _c  # type: ignore[attr-defined]
@@ -182,7 +182,7 @@ def _derived() -> tuple[list[str] | None, list[bytes] | None]:
     return needles, None if needles is None else needle_bytes(needles)
 
 
-def _strings(value: Any) -> bool:
+def _strings(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
