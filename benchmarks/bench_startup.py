@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "keywords_clean_train.yaml"
 LOG = ROOT / "configs" / "demo" / "train.log"
 LENGTHS = ROOT / "configs" / "demo" / "lengths.json"
-HEAVY = ("torch", "transformers", "datasets", "llamafactory", "textual", "pydantic")
+HEAVY = ("torch", "transformers", "datasets", "llamafactory", "textual", "pydantic", "yaml")
 
 BARE = ["-c", "pass"]
 BARE_TEXTUAL = ["-c", "import textual.app"]
