@@ -5,10 +5,11 @@ measured in the same run, and which heavy modules each one imported (none should
 
 As a user meets it: bytecode compiled (the script compiles the package first and lets its children write
 bytecode even when PYTHONDONTWRITEBYTECODE is set), the user cache warm (one untimed run first: the rule
-files validated once and kept, see oomdoctor/rules/compiled.py). The cold first start after an edit of a rule
+files validated once and kept, see oomdoctor/rules/compiled.py, and the config's parse). The cold first start after an edit of a rule
 file is printed too. Targets (issue 12): the headless verbs within 8x `python -c pass`; the app's first
 frame within 2x `python -c "import textual.app"` (timed until the app says its first frame is drawn; the
-whole process, which at exit waits for the diagnosis started at mount, is printed too).
+whole process, which at exit waits for the diagnosis started at mount, is printed too). "cpu x bare" is the
+same ratio in CPU time (user + system), which a loaded machine moves far less than the wall time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import compileall
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -87,6 +89,19 @@ def median_ms(args: list[str], env: dict[str, str], repeats: int) -> float:
     return statistics.median(wall_s(args, env) for _ in range(repeats)) * 1000
 
 
+def cpu_s(args: list[str], env: dict[str, str]) -> float:
+    """The process's own CPU time (user + system): on a shared machine it moves far less with the load
+    than the wall time does."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def median_cpu_ms(args: list[str], env: dict[str, str], repeats: int) -> float:
+    return statistics.median(cpu_s(args, env) for _ in range(repeats)) * 1000
+
+
 def until_line_s(args: list[str], env: dict[str, str], line: str) -> float:
     """Seconds from starting the process until it prints ``line`` (then it is left to finish on its own: the
     app's teardown, and the diagnosis worker it waits for, come after the frame the user sees)."""
@@ -131,12 +146,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
         env = _env(cache)
         bare = median_ms(BARE, env, args.repeats)
-        print(f"{'command':40} {'median':>9} {'x bare':>7}  heavy modules imported")
-        print(f"{'python -c pass (interpreter alone)':40} {bare:6.0f} ms {1.0:6.1f}x")
+        bare_cpu = median_cpu_ms(BARE, env, args.repeats)
+        print(f"{'command':40} {'median':>9} {'x bare':>7} {'cpu x bare':>11}  heavy modules imported")
+        print(f"{'python -c pass (interpreter alone)':40} {bare:6.0f} ms {1.0:6.1f}x {1.0:10.1f}x")
         for name, argv in COMMANDS.items():
             ms = median_ms(argv, env, args.repeats)
+            cpu = median_cpu_ms(argv, env, args.repeats)
             heavy = heavy_modules(argv, env)
-            print(f"{name:40} {ms:6.0f} ms {ms / bare:6.1f}x  {', '.join(heavy) or 'none'}")
+            print(f"{name:40} {ms:6.0f} ms {ms / bare:6.1f}x {cpu / bare_cpu:10.1f}x  {', '.join(heavy) or 'none'}")
         cold = cold_ms(DIAGNOSE, env, max(3, args.repeats // 3))
         print(f"{'diagnose --json, empty user cache':40} {cold:6.0f} ms {cold / bare:6.1f}x  (validates the rules once)")
         textual_ms = median_ms(BARE_TEXTUAL, env, args.repeats)
