@@ -4,12 +4,12 @@ measured in the same run, and which heavy modules each one imported (none should
     python benchmarks/bench_startup.py [--repeats 9]
 
 As a user meets it: bytecode compiled (the script compiles the package first and lets its children write
-bytecode even when PYTHONDONTWRITEBYTECODE is set), the user cache warm (one untimed run first: the rule
-files validated once and kept, see oomdoctor/rules/compiled.py, and the config's parse). The cold first
-start after an edit of a rule file is printed too. Targets (issue 12): the headless verbs within 8x `python -c pass`; the app's first
-frame within 2x `python -c "import textual.app"` (timed until the app says its first frame is drawn; the
-whole process, which at exit waits for the diagnosis started at mount, is printed too). "cpu x bare" is the
-same ratio in CPU time (user + system), which a loaded machine moves far less than the wall time.
+bytecode even when PYTHONDONTWRITEBYTECODE is set), the user cache warm (one untimed run first: the rule files
+validated once and kept, see oomdoctor/rules/compiled.py, and the config's parse). The cold first start after
+an edit of a rule file is printed too. Targets (issue 12): the headless verbs within 8x `python -c pass`; the
+app's first frame within 2x `python -c "import textual.app"` (timed until the app says its first frame is
+drawn; the whole process, which at exit waits for the diagnosis started at mount, is printed too). "cpu x
+bare" is the same ratio in CPU time (user + system), which a loaded machine moves far less than the wall time.
 """
 
 from __future__ import annotations
