@@ -30,9 +30,9 @@ SEEN = [
 ]
 
 # file -> (right at least, wrong at most, numbers parsed at least, first proposals of the thread's kind at least)
-# BEFORE (main 9345a1d, unchanged code): real_round5_lf.yaml (20 cases, set 5) right 4, asked 15, wrong 1, numbers
-# 18/18, first proposal of the thread's kind 4/20. The capability work raises these.
-FLOORS: dict[str, tuple[int, int, int, int]] = {"real_round5_lf.yaml": (4, 1, 18, 4)}
+# BEFORE (main 9345a1d, unchanged code): real_round5_lf.yaml (22 cases, set 5) right 4, asked 15, wrong 3, numbers
+# 18/18, first proposal of the thread's kind 4/22. The capability work raises these.
+FLOORS: dict[str, tuple[int, int, int, int]] = {"real_round5_lf.yaml": (4, 3, 18, 4)}
 MIN_CASES = 15
 MIN_NEGATIVE_CONTROLS = 2
 
