@@ -603,6 +603,11 @@ class OomDoctorApp(App[int]):
     def _trial_requested(self, event: messages.TrialRequested) -> None:
         self.ask_trial(event.entry)
 
+    @on(messages.ProposalStepped)
+    async def _proposal_stepped(self, event: messages.ProposalStepped) -> None:
+        self.session.next_proposal(step=event.step)
+        await self.main_screen.refresh_view()
+
     @on(messages.MeasureRequested)
     def _measure_requested(self) -> None:
         self.measure_lengths()

@@ -34,6 +34,13 @@ class TrialRequested(Message):
     entry: HistoryEntry
 
 
+@dataclass
+class ProposalStepped(Message):
+    """Keys n / N: the next (1) or the previous (-1) alternative change."""
+
+    step: int
+
+
 class MeasureRequested(Message):
     """Key m (or Apply on "measure the real lengths"): tokenize the dataset and diagnose again."""
 

@@ -304,13 +304,11 @@ class MainScreen(DoctorScreen):
     def action_skip_question(self) -> None:
         self.query_one(QuestionPanel).skip()
 
-    async def action_next_proposal(self) -> None:
-        self.doctor.session.next_proposal()
-        await self.refresh_view()
+    def action_next_proposal(self) -> None:
+        self.post_message(messages.ProposalStepped(1))
 
-    async def action_previous_proposal(self) -> None:
-        self.doctor.session.next_proposal(step=-1)
-        await self.refresh_view()
+    def action_previous_proposal(self) -> None:
+        self.post_message(messages.ProposalStepped(-1))
 
     def action_show_tab(self, pane_id: str) -> None:
         self.query_one("#tabs", TabbedContent).active = pane_id
