@@ -92,6 +92,8 @@ class PickerScreen(DoctorScreen):
         self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
+        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+            return
         session = self.doctor.session
         lang = self.lang
         self.query_one("#picker-title", Static).update(
@@ -219,6 +221,8 @@ class MainScreen(DoctorScreen):
         self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
+        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+            return
         session = self.doctor.session
         lang = self.lang
         tabs = self.query_one("#tabs", TabbedContent)
@@ -255,6 +259,8 @@ class MainScreen(DoctorScreen):
     def show_measuring(self) -> None:
         """The measuring line: what is happening and how far; hidden when nothing is being measured.
         Called for every (coalesced) progress report, so it touches only the line itself."""
+        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+            return
         session = self.doctor.session
         status = self.query_one("#measure-status", Horizontal)
         status.display = session.measuring
