@@ -92,7 +92,7 @@ class PickerScreen(DoctorScreen):
         self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
-        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+        if not self.composed:  # a worker reported before this screen composed: its mount draws it
             return
         session = self.doctor.session
         lang = self.lang
@@ -221,7 +221,7 @@ class MainScreen(DoctorScreen):
         self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
-        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+        if not self.composed:  # a worker reported before this screen composed: its mount draws it
             return
         session = self.doctor.session
         lang = self.lang
@@ -259,7 +259,7 @@ class MainScreen(DoctorScreen):
     def show_measuring(self) -> None:
         """The measuring line: what is happening and how far; hidden when nothing is being measured.
         Called for every (coalesced) progress report, so it touches only the line itself."""
-        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+        if not self.composed:  # a worker reported before this screen composed: its mount draws it
             return
         session = self.doctor.session
         status = self.query_one("#measure-status", Horizontal)
