@@ -1,20 +1,33 @@
 """Two languages for every user-facing text: English and Chinese.
 
-Texts that come from rules are ``{"en": ..., "zh": ...}`` dicts (see ``LocalText``). Texts that the code
-itself prints live in the catalogue (``oomdoctor/catalogue/en.yaml`` and ``zh.yaml``), keyed by a short name,
-and are looked up with ``msg()``; ``MESSAGES`` is its ``core`` group as a read-only mapping.
+Every text in both languages is one ``oomdoctor.text.Text`` (rule texts, findings, proposals...). Texts that
+the code itself prints live in the catalogue (``oomdoctor/catalogue/en.yaml`` and ``zh.yaml``), keyed by a
+short name, and are looked up with ``msg()`` / ``both()``; ``MESSAGES`` is its ``core`` group as a read-only
+mapping.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Literal
 
 from oomdoctor import catalogue
+from oomdoctor.text import LANGS, Lang, Text
 
-Lang = Literal["en", "zh"]
-LANGS: tuple[Lang, ...] = ("en", "zh")
+__all__ = [
+    "LANGS",
+    "MESSAGES",
+    "Bilingual",
+    "Lang",
+    "LocalText",
+    "Text",
+    "both",
+    "default_lang",
+    "msg",
+    "pick",
+]
+
+# What a text in both languages may arrive as: the one ``Text``, or its JSON form read back.
 LocalText = Mapping[str, str]
 
 
@@ -34,23 +47,22 @@ def pick(text: LocalText | str | None, lang: Lang) -> str:
         return ""
     if isinstance(text, str):
         return text
-    return text.get(lang) or text.get("en") or text.get("zh") or ""
+    return Text.of(text).pick(lang)
 
 
 class Bilingual(str):
-    """Both languages joined ("en / zh"), as a one-line error on a terminal shows them, keeping each
-    language apart for a screen that knows which one its user reads (``in_lang``)."""
+    """A ``Text`` as the one line a terminal error shows ("en / zh"): a ``str`` (what an exception and
+    argparse carry), keeping the ``Text`` for a screen that knows which language its user reads."""
 
-    en: str
-    zh: str
+    text: Text
 
-    def __new__(cls, en: str, zh: str) -> Bilingual:
-        text = super().__new__(cls, f"{en} / {zh}")
-        text.en, text.zh = en, zh
-        return text
+    def __new__(cls, text: Text) -> Bilingual:
+        line = super().__new__(cls, text.joined())
+        line.text = text
+        return line
 
     def in_lang(self, lang: Lang) -> str:
-        return self.zh if lang == "zh" else self.en
+        return self.text.pick(lang)
 
 
 def in_lang(text: object, lang: Lang) -> str:
@@ -61,17 +73,21 @@ def in_lang(text: object, lang: Lang) -> str:
 
 
 def msg(key: str, lang: Lang | None = None, /, **fields: object) -> str:
-    """A code-owned message. With ``lang=None`` both languages are joined (for one-line errors)."""
-    entry = MESSAGES[key]
+    """A code-owned message. With ``lang=None`` both languages are joined (for one-line errors). A field
+    given in both languages (a ``Text``) is filled in the message's language."""
     if lang is None:
-        return Bilingual(entry["en"].format(**fields), entry["zh"].format(**fields))
-    return entry[lang].format(**fields)
+        return Bilingual(both(key, **fields))
+    return _fill(MESSAGES[key][lang], lang, fields)
 
 
-def both(key: str, /, **fields: object) -> dict[str, str]:
-    """A code-owned message as a ``LocalText`` dict (for JSON output and findings)."""
+def both(key: str, /, **fields: object) -> Text:
+    """A code-owned message in both languages (for JSON output and findings)."""
     entry = MESSAGES[key]
-    return {lang: entry[lang].format(**fields) for lang in LANGS}
+    return Text.each(lambda lang: _fill(entry[lang], lang, fields))
+
+
+def _fill(template: str, lang: Lang, fields: Mapping[str, object]) -> str:
+    return template.format(**{k: pick(v, lang) if isinstance(v, Mapping) else v for k, v in fields.items()})
 
 
 # --- `--help` texts ------------------------------------------------------------------------------------
