@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
 
 from oomdoctor import catalogue
-from oomdoctor.text import LANGS, Lang, Text
 
-__all__ = [
-    "LANGS",
-    "MESSAGES",
-    "Bilingual",
-    "Lang",
-    "LocalText",
-    "Text",
-    "both",
-    "default_lang",
-    "msg",
-    "pick",
-]
+if TYPE_CHECKING:
+    from oomdoctor.text import Text
+
+# The same two as oomdoctor.text's; spelt here too so that a start which only parses arguments (``--help``)
+# imports neither oomdoctor.text nor the dataclasses module it needs (about 10 ms of inspect, ast, dis).
+Lang = Literal["en", "zh"]
+LANGS: tuple[Lang, ...] = ("en", "zh")
 
 # What a text in both languages may arrive as: the one ``Text``, or its JSON form read back.
 LocalText = Mapping[str, str]
@@ -47,7 +42,7 @@ def pick(text: LocalText | str | None, lang: Lang) -> str:
         return ""
     if isinstance(text, str):
         return text
-    return Text.of(text).pick(lang)
+    return text.get(lang) or text.get("en") or text.get("zh") or ""
 
 
 class Bilingual(str):
@@ -82,6 +77,8 @@ def msg(key: str, lang: Lang | None = None, /, **fields: object) -> str:
 
 def both(key: str, /, **fields: object) -> Text:
     """A code-owned message in both languages (for JSON output and findings)."""
+    from oomdoctor.text import Text
+
     entry = MESSAGES[key]
     return Text.each(lambda lang: _fill(entry[lang], lang, fields))
 

@@ -171,7 +171,7 @@ def test_a_start_reads_the_compiled_entry_and_an_edit_rebuilds_it(
     folder.mkdir()
     for lang, text in (("en", "core:\n  a: one {n}\n"), ("zh", "core:\n  a: 一 {n}\n")):
         (folder / f"{lang}.yaml").write_text(text, encoding="utf-8")
-    monkeypatch.setattr(catalogue, "HERE", folder)
+    monkeypatch.setattr(catalogue, "HERE", str(folder))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
     assert catalogue._load() == {"core.a": {"en": "one {n}", "zh": "一 {n}"}}
@@ -181,7 +181,7 @@ def test_a_start_reads_the_compiled_entry_and_an_edit_rebuilds_it(
     monkeypatch.setattr(catalogue, "parse", lambda data, name: pytest.fail("parsed the YAML again"))
     assert catalogue._load()["core.a"]["zh"] == "一 {n}"
     monkeypatch.undo()
-    monkeypatch.setattr(catalogue, "HERE", folder)
+    monkeypatch.setattr(catalogue, "HERE", str(folder))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (folder / "zh.yaml").write_text("core:\n  a: 壹 {n}\n", encoding="utf-8")
     assert catalogue._load()["core.a"]["zh"] == "壹 {n}"

@@ -11,17 +11,19 @@ first start, an edited file) parses the YAML and writes the entry again.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-from oomdoctor import usercache
+if TYPE_CHECKING:
+    from pathlib import Path
 
 KIND = "catalogue-v1"
 LANGS = ("en", "zh")
 GROUPS = ("shared", "core", "tui")
 SHARED = "shared"
-HERE = Path(__file__).resolve().parent
+# Only os at import: pathlib, json and the cache come with the first lookup (a start that prints --help makes none).
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 Entry = Mapping[str, str]  # {"en": ..., "zh": ...}
 Flat = dict[str, str]  # "group.key" -> the text in one language
@@ -76,10 +78,16 @@ class Group(Mapping[str, Entry]):
 
 
 def files() -> dict[str, Path]:
-    return {lang: HERE / f"{lang}.yaml" for lang in LANGS}
+    from pathlib import Path
+
+    return {lang: Path(HERE) / f"{lang}.yaml" for lang in LANGS}
 
 
 def _load() -> dict[str, dict[str, str]]:
+    from pathlib import Path
+
+    from oomdoctor import usercache
+
     raw = {lang: path.read_bytes() for lang, path in files().items()}
     key = usercache.content_key(KIND, [*sorted(raw.items()), ("code", Path(__file__).read_bytes())])
     cached = usercache.read(KIND, key)
