@@ -33,6 +33,7 @@ DYNAMIC: dict[tuple[str, str], str] = {
     ("core", "log_ctx_"): "facts/log_phase.py",
     ("core", "cmp_memory_"): "trial/compare.py",
     ("core", "wr_limit_"): "watch/render.py",
+    ("core", "dominant_term_"): "rules/findings.py",
     ("tui", "key_"): "tui/bindings.py: key_<binding id> and key_<binding id>_tip",
     ("tui", "tab_"): "tui/screens.py",
     ("tui", "phase_"): "tui/render.py",

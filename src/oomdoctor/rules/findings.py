@@ -13,7 +13,7 @@ from oomdoctor.diagnosis import Finding
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.ranks import rank_findings
 from oomdoctor.facts.types import ConfigFacts
-from oomdoctor.i18n import Lang, both, msg
+from oomdoctor.i18n import MESSAGES, Lang, both, msg
 from oomdoctor.rules.derive import error_line_missing
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.texts import mib_text
@@ -21,15 +21,6 @@ from oomdoctor.text import Text
 
 Producer = Callable[[Facts], list[Finding]]
 
-# The estimator's term names, as the user reads them.
-TERM_NAMES: dict[str, Text] = {
-    "weights": Text(en="weights", zh="模型权重"),
-    "trainable_state": Text(en="trainable state (gradients + optimizer)", zh="可训练状态(梯度与优化器)"),
-    "activations": Text(en="stored activations", zh="中间激活"),
-    "logits_loss": Text(en="logits and loss", zh="logits 与损失计算"),
-    "eval": Text(en="evaluation", zh="验证"),
-    "overhead": Text(en="overhead", zh="运行开销"),
-}
 # A reserved-but-unallocated block is worth a line from this share of the request on.
 FRAGMENTATION_FINDING_SHARE = 0.5
 # Phases where the micro-batch sets the peak, so "the largest micro-batch that fits" is worth saying.
@@ -265,8 +256,9 @@ def _dominant_term(facts: Facts) -> list[Finding]:
     if est is None or est.dominant_term not in est.terms:
         return []
     term = est.dominant_term
-    name = TERM_NAMES.get(term, Text(en=term, zh=term))
-    return per_language("dominant_term", lambda lang: {"term": name[lang], "mib": mib_text(est.terms[term])})
+    # the term's name as the user reads it (catalogue: dominant_term_<term>)
+    name = both(f"dominant_term_{term}") if f"dominant_term_{term}" in MESSAGES else Text(en=term, zh=term)
+    return finding("dominant_term", term=name, mib=mib_text(est.terms[term]))
 
 
 def in_effect(config: ConfigFacts) -> list[Text]:
