@@ -89,13 +89,15 @@ def _load() -> dict[str, dict[str, str]]:
     from oomdoctor import usercache
 
     raw = {lang: path.read_bytes() for lang, path in files().items()}
-    key = usercache.content_key(KIND, [*sorted(raw.items()), ("code", Path(__file__).read_bytes())])
-    cached = usercache.read(KIND, key)
-    if _well_formed(cached):
-        return cached
-    built = merge({lang: flatten(parse(data, f"{lang}.yaml"), f"{lang}.yaml") for lang, data in raw.items()})
-    usercache.write(KIND, key, built)
-    return built
+    parts = [*sorted(raw.items()), ("code", Path(__file__).read_bytes())]
+
+    def build() -> dict[str, dict[str, str]]:
+        return merge(
+            {lang: flatten(parse(data, f"{lang}.yaml"), f"{lang}.yaml") for lang, data in raw.items()}
+        )
+
+    kept = usercache.kept_json(KIND, parts, build)
+    return kept if _well_formed(kept) else build()  # an entry damaged or edited by hand: built afresh
 
 
 def _well_formed(payload: Any) -> TypeGuard[dict[str, dict[str, str]]]:
