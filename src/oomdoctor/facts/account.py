@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from oomdoctor.facts.types import LogFacts
+from oomdoctor.text import Text
 
 # A CUDA context with cuBLAS/cuDNN workspaces: about 0.3-1 GiB; NCCL buffers add to it on multi-GPU jobs.
 CUDA_CONTEXT_MAX_MIB = 1536.0
@@ -252,7 +253,7 @@ def _m(value: float | None) -> str:
     return "?" if value is None else f"{value:,.0f}"
 
 
-def _others_text(acc: Account) -> dict[str, str]:
+def _others_text(acc: Account) -> Text:
     """The listed processes that are not this run, with whose they are (empty when none)."""
     from oomdoctor.i18n import both
 
@@ -261,10 +262,10 @@ def _others_text(acc: Account) -> dict[str, str]:
         one = both(f"acct_whose_{p.whose}", pid=p.pid, mib=_m(p.mib))
         for lang in parts:
             parts[lang].append(one[lang])
-    return {"en": "; ".join(parts["en"]), "zh": ";".join(parts["zh"])}
+    return Text(en="; ".join(parts["en"]), zh=";".join(parts["zh"]))
 
 
-def account_text(acc: Account) -> dict[str, str]:
+def account_text(acc: Account) -> Text:
     """The account as ONE line, en and zh: card = this run (...) + other processes + free."""
     from oomdoctor.i18n import both
 
@@ -292,7 +293,7 @@ def account_text(acc: Account) -> dict[str, str]:
     elif acc.this_run_mib is None and acc.stranger_mib > 0:
         notes.append(both("acct_outside_big", mib=_m(acc.unlisted_mib), ctx=_m(CUDA_CONTEXT_MAX_MIB)))
     for note in notes:
-        line = {"en": f"{line['en']} ({note['en']})", "zh": f"{line['zh']}({note['zh']})"}
+        line = Text(en=f"{line.en} ({note.en})", zh=f"{line.zh}({note.zh})")
     return line
 
 

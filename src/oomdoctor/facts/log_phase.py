@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from oomdoctor.facts.log_scan import FILE_LINE, FRAGMENT_LINE, Failure, Run, Snapshot, match_frame_line
-from oomdoctor.facts.log_tables import CodeRule, FrameRule, LocalText, Tables
-from oomdoctor.i18n import LANGS, MESSAGES
+from oomdoctor.facts.log_tables import CodeRule, FrameRule, Tables
+from oomdoctor.i18n import both
 from oomdoctor.lazyre import lazy
+from oomdoctor.text import Text
 
 # IPython marks the running line of a frame "----> 1 trainer.train()" / "-> 1539 return inner_training_loop("
 # among numbered context lines ("   1537     x = 1"), which are not what ran.
@@ -43,7 +44,7 @@ class PhaseResult:
 
     phase: str
     confidence: str  # "high" / "low"
-    evidence: list[LocalText] = field(default_factory=list)
+    evidence: list[Text] = field(default_factory=list)
     step: int | None = None
     good_steps: int | None = None
     frames: list[Frame] = field(default_factory=list)
@@ -52,16 +53,9 @@ class PhaseResult:
     candidates: list[str] = field(default_factory=list)  # phases still possible when phase is "unknown"
 
 
-def text(key: str, **fields: object) -> LocalText:
-    """A MESSAGES entry in both languages; LocalText field values are picked per language."""
-    entry = MESSAGES[key]
-    out: LocalText = {}
-    for lang in LANGS:
-        values = {
-            k: (v.get(lang) or v.get("en", "")) if isinstance(v, dict) else v for k, v in fields.items()
-        }
-        out[lang] = entry[lang].format(**values)
-    return out
+def text(key: str, **fields: object) -> Text:
+    """A catalogue entry in both languages; a field given in both languages is picked per language."""
+    return both(key, **fields)
 
 
 def parse_frames(block: list[str]) -> list[Frame]:

@@ -18,6 +18,7 @@ from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
 from oomdoctor.facts.log_text import split_prefix, strip_ansi
 from oomdoctor.lazyre import lazy
+from oomdoctor.text import Text
 
 # The timing tail of a tqdm bar whose "n/total" part is not in the line (cut by the reporter, or wrapped onto
 # the line before): "[02:06<01:20, 13.44s/it, pg=-.0119". Elapsed time and rate give the iterations done.
@@ -133,7 +134,7 @@ class Snapshot:
 
     context: str | None = None  # load / train / eval / save / after_train / zero_init
     context_line: str | None = None  # the line that set it
-    context_why: dict[str, str] | None = None
+    context_why: Text | None = None
     train_steps: int | None = None  # last "n" of the Trainer's train bar: completed optimizer steps
     train_bar: str | None = None  # that bar as printed, for evidence
     train_steps_estimated: bool = False  # train_steps comes from a bar's elapsed time and rate, not its count
@@ -190,7 +191,7 @@ class Run:
     other_error: str | None = None
     setup_seen: bool = False
     setup_line: str | None = None
-    setup_why: dict[str, str] | None = None
+    setup_why: Text | None = None
     warnings: list[str] = field(default_factory=list)
     tracebacks_opened: int = 0
     rich_pending: dict[str, str] = field(default_factory=dict)  # a wrapped rich frame header, per process
@@ -586,7 +587,7 @@ class LogScanner:
             self._set_context("after_train", text.strip(), None)
         return True
 
-    def _set_context(self, context: str, line: str, why: dict[str, str] | None) -> None:
+    def _set_context(self, context: str, line: str, why: Text | None) -> None:
         snap = self.run.snap
         snap.context = context
         snap.context_line = line[:200]

@@ -10,10 +10,9 @@ from typing import Any
 
 from oomdoctor.datafiles import load_data_file
 from oomdoctor.lazyre import lazy
+from oomdoctor.text import Text
 
 MARKERS_FILE = Path(__file__).with_name("log_markers.yaml")
-
-LocalText = dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class FrameRule:
     phase: str | None
     functions: frozenset[str]
     files: tuple[str, ...]
-    why: LocalText
+    why: Text
 
     def matches(self, function: str | None, path: str | None) -> bool:
         if self.functions and (function is None or function not in self.functions):
@@ -53,7 +52,7 @@ class CodeRule:
     role: str
     phase: str | None
     contains: tuple[str, ...]
-    why: LocalText
+    why: Text
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class Marker:
     context: str | None  # None for set-up markers
     setup: bool
     pattern: re.Pattern[str]
-    why: LocalText
+    why: Text
 
 
 @dataclass(frozen=True)
@@ -103,9 +102,9 @@ class Tables:
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
 
-def _why(entry: dict[str, Any]) -> LocalText:
+def _why(entry: dict[str, Any]) -> Text:
     why = entry.get("why") or {}
-    return {"en": str(why.get("en", "")), "zh": str(why.get("zh", why.get("en", "")))}
+    return Text(en=str(why.get("en", "")), zh=str(why.get("zh", why.get("en", ""))))
 
 
 def _any_of(patterns: list[str]) -> re.Pattern[str]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from oomdoctor.text import Text
+
 Phase = Literal["load", "first_batch", "long_sample", "eval", "save", "optimizer_step", "unknown", "none"]
 PHASES: tuple[str, ...] = (
     "load",
@@ -198,7 +200,7 @@ class LogFacts:
     ran_out_of: str | None = None  # "gpu" / "host": which memory the failure was about
     error_type: str | None = None  # exception class as printed, e.g. "torch.OutOfMemoryError", "MemoryError"
     phase_confidence: str | None = None  # "high" (frames / markers say so) / "low" (inferred from absence)
-    phase_evidence_text: list[dict[str, str]] = field(default_factory=list)  # phase_evidence in en + zh
+    phase_evidence_text: list[Text] = field(default_factory=list)  # phase_evidence in en + zh
     traceback_cut: bool = False  # the log ends inside a traceback (no error line): phase is where it failed
     other_error: str | None = None  # the error line when the run failed for something other than memory
     host: str | None = None  # "gpu-q-13:" style prefix of the failing process

@@ -43,8 +43,8 @@ def _question_for(loaded: LoadedNode) -> Question:
     assert node.ask.text is not None and node.ask.answers is not None
     return Question(
         key=node.ask.key,
-        text=node.ask.text.as_dict(),
-        answers=[Answer(value=a.value, label=a.label.as_dict()) for a in node.ask.answers],
+        text=node.ask.text,
+        answers=[Answer(value=a.value, label=a.label) for a in node.ask.answers],
         asked_by=node.id,
     )
 

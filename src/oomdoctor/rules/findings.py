@@ -13,22 +13,14 @@ from oomdoctor.diagnosis import Finding
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.ranks import rank_findings
 from oomdoctor.facts.types import ConfigFacts
-from oomdoctor.i18n import LANGS, Lang, both, msg
+from oomdoctor.i18n import MESSAGES, Lang, both, msg
 from oomdoctor.rules.derive import error_line_missing
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.texts import mib_text
+from oomdoctor.text import Text
 
 Producer = Callable[[Facts], list[Finding]]
 
-# The estimator's term names, as the user reads them.
-TERM_NAMES: dict[str, dict[str, str]] = {
-    "weights": {"en": "weights", "zh": "模型权重"},
-    "trainable_state": {"en": "trainable state (gradients + optimizer)", "zh": "可训练状态(梯度与优化器)"},
-    "activations": {"en": "stored activations", "zh": "中间激活"},
-    "logits_loss": {"en": "logits and loss", "zh": "logits 与损失计算"},
-    "eval": {"en": "evaluation", "zh": "验证"},
-    "overhead": {"en": "overhead", "zh": "运行开销"},
-}
 # A reserved-but-unallocated block is worth a line from this share of the request on.
 FRAGMENTATION_FINDING_SHARE = 0.5
 # Phases where the micro-batch sets the peak, so "the largest micro-batch that fits" is worth saying.
@@ -42,8 +34,7 @@ def finding(fid: str, severity: str = "info", /, **fields: Any) -> list[Finding]
 
 def per_language(fid: str, fields: Callable[[Lang], dict[str, Any]]) -> list[Finding]:
     """One finding whose fields are themselves texts in the reader's language."""
-    text: dict[str, str] = {lang: msg(f"f_{fid}", lang, **fields(lang)) for lang in LANGS}
-    return [Finding(id=fid, text=text)]
+    return [Finding(id=fid, text=Text.each(lambda lang: msg(f"f_{fid}", lang, **fields(lang))))]
 
 
 # --- the producers, in the order they are shown -------------------------------------------------------------
@@ -88,7 +79,7 @@ def _phase_evidence(facts: Facts) -> list[Finding]:
     d, log = facts.derived, facts.log
     if log is None or d.phase_source != "log" or not (log.phase_evidence_text or log.phase_evidence):
         return []
-    evidence = log.phase_evidence_text or [{"en": e, "zh": e} for e in log.phase_evidence]
+    evidence = log.phase_evidence_text or [Text(en=e, zh=e) for e in log.phase_evidence]
     return per_language(
         "phase_evidence",
         lambda lang: {
@@ -265,13 +256,14 @@ def _dominant_term(facts: Facts) -> list[Finding]:
     if est is None or est.dominant_term not in est.terms:
         return []
     term = est.dominant_term
-    name = TERM_NAMES.get(term, {"en": term, "zh": term})
-    return per_language("dominant_term", lambda lang: {"term": name[lang], "mib": mib_text(est.terms[term])})
+    # the term's name as the user reads it (catalogue: dominant_term_<term>)
+    name = both(f"dominant_term_{term}") if f"dominant_term_{term}" in MESSAGES else Text(en=term, zh=term)
+    return finding("dominant_term", term=name, mib=mib_text(est.terms[term]))
 
 
-def in_effect(config: ConfigFacts) -> list[dict[str, str]]:
+def in_effect(config: ConfigFacts) -> list[Text]:
     """What the config already turns on (gradient checkpointing, precision, quantisation, ZeRO, offload)."""
-    items: list[dict[str, str]] = []
+    items: list[Text] = []
     if config.gradient_checkpointing:
         items.append(both("in_gc_default" if config.gradient_checkpointing_by_default else "in_gc"))
     if config.pure_bf16:

@@ -7,7 +7,7 @@ from typing import Any
 
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import PLACEHOLDER
-from oomdoctor.rules.nodes import LocalText
+from oomdoctor.text import Text
 
 
 def show(value: Any, spec: str | None = None) -> str:
@@ -33,7 +33,7 @@ def mib_text(value: float | None) -> str:
     return "?" if value is None else f"{round(value):,}"
 
 
-def render(text: LocalText, facts: Facts, changes: dict[str, list[Any]]) -> dict[str, str]:
+def render(text: Text, facts: Facts, changes: dict[str, list[Any]]) -> Text:
     """Fill ``{fact.path}``, ``{old.field}``, ``{new.field}`` (optionally ``{path:.0f}``) in both languages."""
 
     def fill(match: Any) -> str:
@@ -46,4 +46,4 @@ def render(text: LocalText, facts: Facts, changes: dict[str, list[Any]]) -> dict
             value = facts.get(ref)
         return show(value, spec)
 
-    return {"en": PLACEHOLDER.sub(fill, text.en), "zh": PLACEHOLDER.sub(fill, text.zh)}
+    return Text(en=PLACEHOLDER.sub(fill, text.en), zh=PLACEHOLDER.sub(fill, text.zh))
