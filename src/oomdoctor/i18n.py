@@ -1451,6 +1451,44 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "已停止试跑遗留的 {count} 个脱离进程组的进程",
     },
     # (end of hostile)
+    # --- messages added by the diag5b work (keep each group together) ---
+    "f_log_stops_load": {
+        "en": "The log stops while the model loads (weights loading or loaded, no training step yet), with no "
+        "error line at all. An out-of-memory on the GPU always prints a traceback; a run that stops without "
+        "one was killed from outside, most often by the host's OOM killer (system RAM; check `dmesg -T | grep "
+        "-i kill`), or the excerpt was cut. Which memory ran out?",
+        "zh": "日志在模型加载时停止(正在或已加载权重,还没有训练步),没有任何报错行。GPU 显存不足总会打印报错栈;"
+        "没有报错栈就停止的运行是被外部终止的,最常见的是主机的 OOM killer(系统内存;可查 `dmesg -T | grep -i "
+        "kill`),也可能是贴出的日志被截断。是哪种内存不足?",
+    },
+    "f_log_stops_train": {
+        "en": "The log stops after training step {step} of {total}, with no error line at all. An out-of-memory "
+        "on the GPU always prints a traceback; a run that stops without one was killed from outside, most "
+        "often by the host's OOM killer (system RAM; check `dmesg -T | grep -i kill`), or the excerpt was cut. "
+        "Where did it stop, and which memory ran out?",
+        "zh": "日志在第 {step} / {total} 个训练步之后停止,没有任何报错行。GPU 显存不足总会打印报错栈;没有报错栈就"
+        "停止的运行是被外部终止的,最常见的是主机的 OOM killer(系统内存;可查 `dmesg -T | grep -i kill`),也可能"
+        "是贴出的日志被截断。在哪一步停下、是哪种内存不足?",
+    },
+    "f_log_stops_train_end": {
+        "en": "The log stops after the last training step ({step} of {total}), before the end-of-training "
+        "summary, with no error line at all: the model is saved next. A run that stops without a traceback "
+        "was killed from outside, most often by the host's OOM killer (system RAM; check `dmesg -T | grep -i "
+        "kill`), or the excerpt was cut. Where did it stop, and which memory ran out?",
+        "zh": "日志在最后一个训练步({step} / {total})之后、训练结束汇总之前停止,没有任何报错行:接下来是保存模型。"
+        "没有报错栈就停止的运行是被外部终止的,最常见的是主机的 OOM killer(系统内存;可查 `dmesg -T | grep -i "
+        "kill`),也可能是贴出的日志被截断。在哪一步停下、是哪种内存不足?",
+    },
+    "f_log_stops_next": {
+        "en": "Right after that step the config runs {what} (at step {at}): the likely place it stopped, to be "
+        "confirmed.",
+        "zh": "紧接着这一步,配置会执行{what}(第 {at} 步):很可能是在这里停下的,需要确认。",
+    },
+    "r_log_stops": {
+        "en": "The log stops with no error line: cannot tell yet whether memory ran out.",
+        "zh": "日志没有报错行就停止了:还无法判断是否内存不足。",
+    },
+    # (end of diag5b)
     # --- messages added by the bigl work (keep each group together) ---
     # (end of bigl)
 }

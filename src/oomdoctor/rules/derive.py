@@ -16,6 +16,7 @@ from oomdoctor.facts.account import account_of, reserve_is_real
 from oomdoctor.facts.logits import logits_frame, request_is_logits
 from oomdoctor.facts.types import GpuDevice, LogFacts
 from oomdoctor.rules.facts import Derived, Facts
+from oomdoctor.rules.log_stop import log_stop
 from oomdoctor.rules.questions import yes_no
 
 # How the log's OOM kind maps to the memory that ran out, when the log reader does not say (ran_out_of).
@@ -76,7 +77,13 @@ def log_failed(facts: Facts) -> bool:
     excerpt) whose memory the user has since named: frames alone are no evidence of an OOM (a cut ValueError
     has the same frames), so until then it is "no error line" and the memory kind is asked."""
     log = facts.log
-    return log is not None and (log.oom or (error_line_missing(facts) and _oom_confirmed(facts)))
+    unsaid = error_line_missing(facts) or log_stops_silently(facts)
+    return log is not None and (log.oom or (unsaid and _oom_confirmed(facts)))
+
+
+def log_stops_silently(facts: Facts) -> bool:
+    """The log shows a run under way and stops with no error line of any kind (rules/log_stop.py)."""
+    return log_stop(facts.config, facts.log) is not None
 
 
 def error_line_missing(facts: Facts) -> bool:
@@ -116,6 +123,9 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
             return scheduled, "schedule"
     if weights_loaded is False:
         return "load", "weights_loaded"
+    stop = log_stop(facts.config, log)
+    if stop is not None and stop.where == "load" and log_failed(facts):
+        return "load", "log_stop"  # confirmed an OOM by an answer: the log stops before the first step
     config = facts.config
     if (
         config is not None
@@ -457,6 +467,7 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
     padded = _padded_longest(facts)
     logits_evidence = _logits_evidence(facts, padded)
     card_name = device.name if device is not None else (log.card_name if log is not None else None)
+    stop = log_stop(config, log)
     return dataclasses.replace(
         run,
         oom=log is None or log_failed(facts) or "phase" in facts.answers,
@@ -486,4 +497,6 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
         other_process_whose=_other_process_whose(facts),
         logits_evidence=logits_evidence,
         dominant_cause=_dominant_cause(facts, logits_evidence),
+        log_stop=stop.where if stop is not None else None,
+        log_stop_next=stop.next_kind if stop is not None else None,
     )

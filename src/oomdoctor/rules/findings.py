@@ -16,6 +16,7 @@ from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import LANGS, Lang, both, msg
 from oomdoctor.rules.derive import error_line_missing
 from oomdoctor.rules.facts import Facts
+from oomdoctor.rules.log_stop import log_stop
 from oomdoctor.rules.texts import mib_text
 
 Producer = Callable[[Facts], list[Finding]]
@@ -59,6 +60,21 @@ def _traceback_cut(facts: Facts) -> list[Finding]:
     if error_line_missing(facts):
         return finding("traceback_cut" if facts.derived.oom else "no_error_line", "warning")
     return []
+
+
+def _log_stop(facts: Facts) -> list[Finding]:
+    """A log with no error line that stops while a run is under way: where, and what the config runs next."""
+    stop = log_stop(facts.config, facts.log)
+    if stop is None:
+        return []
+    step, total = stop.step if stop.step is not None else "?", stop.total if stop.total is not None else "?"
+    out = finding(f"log_stops_{stop.where}", "warning", step=step, total=total)
+    if stop.next_kind is not None:
+        out += per_language(
+            "log_stops_next",
+            lambda lang: {"what": msg(f"phase_{stop.next_kind}", lang), "at": stop.next_step},
+        )
+    return out
 
 
 def _ranks(facts: Facts) -> list[Finding]:
@@ -305,6 +321,7 @@ def _in_effect(facts: Facts) -> list[Finding]:
 FACT_FINDINGS: tuple[Producer, ...] = (
     _inputs,
     _traceback_cut,
+    _log_stop,
     _ranks,
     _other_error,
     _phase_answer_over_log,
