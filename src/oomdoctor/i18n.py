@@ -1488,6 +1488,16 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "The log stops with no error line: cannot tell yet whether memory ran out.",
         "zh": "日志没有报错行就停止了:还无法判断是否内存不足。",
     },
+    "f_no_log_config_phase": {
+        "en": "No log given: the config runs no training step (evaluation or prediction only), so it ran out "
+        "in evaluation.",
+        "zh": "未提供日志:该配置不执行训练步(只做验证或预测),所以是在验证阶段内存不足。",
+    },
+    "f_no_log_weights_exceed": {
+        "en": "No log given: the weights alone take about {weights} MiB on each card, more than the card's "
+        "{card} MiB, so it runs out while loading.",
+        "zh": "未提供日志:仅模型权重在每张卡上就约占 {weights} MiB,超过显卡的 {card} MiB,所以是在加载时内存不足。",
+    },
     # (end of diag5b)
     # --- messages added by the bigl work (keep each group together) ---
     # (end of bigl)

@@ -14,7 +14,7 @@ import re
 
 from oomdoctor.facts.account import account_of, reserve_is_real
 from oomdoctor.facts.logits import logits_frame, request_is_logits
-from oomdoctor.facts.types import GpuDevice, LogFacts
+from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
 from oomdoctor.rules.facts import Derived, Facts
 from oomdoctor.rules.log_stop import log_stop
 from oomdoctor.rules.questions import yes_no
@@ -127,16 +127,40 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     if stop is not None and stop.where == "load" and log_failed(facts):
         return "load", "log_stop"  # confirmed an OOM by an answer: the log stops before the first step
     config = facts.config
+    if log is None and _weights_exceed_card(facts):
+        return "load", "weights_size"  # no log: the weights alone do not fit, so it stops while loading
     if (
         config is not None
-        and config.evaluation_only
-        and log_failed(facts)
+        and evaluation_only(config)
+        and (log is None or log_failed(facts))
         and not _card_held_by_others(facts)
     ):
         return "eval", "config"  # nothing but evaluation runs after the weights load
     if _bare_logits_request(facts):
         return ("long_sample" if log is not None and log.good_steps else "first_batch"), "logits_size"
     return "unknown", "none"
+
+
+def _weights_exceed_card(facts: Facts) -> bool:
+    """The estimate's weights on each card (after quantisation and ZeRO-3 sharding) are more than the card."""
+    capacity, est = facts.derived.capacity_mib, facts.estimate
+    weights = est.terms.get("weights") if est is not None else None
+    return bool(capacity and weights and weights > capacity)
+
+
+def evaluation_only(config: ConfigFacts) -> bool:
+    """The config runs no training step: an evaluation-only run as the config reader tells it (``llamafactory-cli
+    eval`` arguments, do_predict without do_train), or generation-based prediction (``predict_with_generate``,
+    which LLaMA-Factory's SFT only runs in evaluation and prediction) or do_eval with training written off."""
+    if config.evaluation_only:
+        return True
+    if config.do_train:
+        return False
+    raw = config.raw
+    if raw.get("predict_with_generate") is True:
+        return True
+    evaluates = config.do_eval or raw.get("do_eval") is True or raw.get("do_predict") is True
+    return raw.get("do_train") is False and evaluates
 
 
 def _bare_logits_request(facts: Facts) -> bool:

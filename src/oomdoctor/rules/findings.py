@@ -52,8 +52,20 @@ def per_language(fid: str, fields: Callable[[Lang], dict[str, Any]]) -> list[Fin
 
 def _inputs(facts: Facts) -> list[Finding]:
     if facts.log is None:
-        return finding("no_log")
+        return _no_log(facts)
     return finding("log_only") if facts.config is None else []
+
+
+def _no_log(facts: Facts) -> list[Finding]:
+    """No log: what the config alone placed (evaluation only; weights bigger than the card), else the question."""
+    d, est = facts.derived, facts.estimate
+    if d.phase_source == "config":
+        return finding("no_log_config_phase")
+    if d.phase_source == "weights_size" and est is not None:
+        return finding(
+            "no_log_weights_exceed", weights=mib_text(est.terms.get("weights")), card=mib_text(d.capacity_mib)
+        )
+    return finding("no_log")
 
 
 def _traceback_cut(facts: Facts) -> list[Finding]:
