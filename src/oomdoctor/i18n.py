@@ -1498,6 +1498,13 @@ MESSAGES: dict[str, dict[str, str]] = {
         "{card} MiB, so it runs out while loading.",
         "zh": "未提供日志:仅模型权重在每张卡上就约占 {weights} MiB,超过显卡的 {card} MiB,所以是在加载时内存不足。",
     },
+    "acct_unmeasured": {
+        "en": "{n} process(es) listed with 0 bytes (pids {pids}): NVML cannot read each process's use here (a "
+        "container, vGPU or MIG), so 0 means unknown; between them they hold about {mib} MiB, and the log cannot "
+        "tell whether they are this run's other ranks placed on this card or another job",
+        "zh": "{n} 个进程显示为 0 bytes(pid {pids}):此环境下 NVML 读不到单个进程的占用(容器、vGPU 或 MIG),0 表示未知;"
+        "它们合计约占 {mib} MiB,日志看不出它们是本次运行被放到这张卡上的其他 rank,还是另一个任务",
+    },
     # (end of diag5b)
     # --- messages added by the bigl work (keep each group together) ---
     # (end of bigl)

@@ -304,7 +304,8 @@ def _other_processes(facts: Facts) -> tuple[float | None, list[int], int | None]
     log = facts.log
     acc = account_of(log)
     if acc is not None and (acc.listed or acc.self_pid is not None):
-        return acc.listed_mib, [p.pid for p in acc.listed], acc.self_pid
+        held = acc.listed_mib + acc.held_by_unmeasured_mib  # "0 bytes" entries: their share from the sum
+        return held, [p.pid for p in acc.listed], acc.self_pid
     if acc is not None and acc.stranger_mib > 0:
         return acc.stranger_mib, [], None  # no process list: what lies outside this run's reserve
     if log is not None and log.other_processes:
@@ -322,8 +323,8 @@ def _other_process_whose(facts: Facts) -> str | None:
     acc = account_of(facts.log)
     if acc is not None and (acc.listed or acc.self_pid is not None or acc.stranger_mib > 0):
         big = [p for p in acc.listed if p.whose in ("stranger", "unclear")]
-        if any(p.whose == "unclear" for p in big):
-            return "unclear"
+        if any(p.whose == "unclear" for p in big) or acc.held_by_unmeasured_mib > 0:
+            return "unclear"  # "0 bytes" entries holding the rest: this run's other ranks, or another job
         return "stranger" if big or acc.stranger_mib > 0 else None
     return "stranger" if _other_processes(facts)[0] else None  # NVML: processes alive on this machine now
 

@@ -235,9 +235,19 @@ def _eval_batch_default(facts: Facts) -> list[Finding]:
 
 def _multi_gpu_no_deepspeed(facts: Facts) -> list[Finding]:
     d = facts.derived
-    if facts.config is None or (d.processes_at_least or 1) <= 1 or d.sharded_by != "none":
+    processes = _processes_shown(facts)
+    if facts.config is None or processes <= 1 or d.sharded_by != "none":
         return []
-    return finding("multi_gpu_no_deepspeed", "warning", world=d.processes_at_least)
+    return finding("multi_gpu_no_deepspeed", "warning", world=processes)
+
+
+def _processes_shown(facts: Facts) -> int:
+    """The training processes the readings show: a stated world size, else one past a ``[rankN]`` number. A
+    ``GPU N`` in the message is only a device index: one process may use several cards (``device_map``)."""
+    d, log = facts.derived, facts.log
+    if d.world_size is not None:
+        return d.world_size
+    return log.rank + 1 if log is not None and log.rank is not None else 1
 
 
 def _cutoff_above_longest(facts: Facts) -> list[Finding]:
