@@ -1505,6 +1505,19 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "{n} 个进程显示为 0 bytes(pid {pids}):此环境下 NVML 读不到单个进程的占用(容器、vGPU 或 MIG),0 表示未知;"
         "它们合计约占 {mib} MiB,日志看不出它们是本次运行被放到这张卡上的其他 rank,还是另一个任务",
     },
+    "f_logits_likely": {
+        "en": "If it ran out in a training step, the logits are the likely cause: at cutoff_len {cutoff} the "
+        "loss's full-vocabulary logits are the estimate's largest part (about {mib} MiB). Where did it stop?",
+        "zh": "如果是在训练步中内存不足,最可能的原因是 logits:cutoff_len 为 {cutoff} 时,损失计算的全词表 logits 是估算中"
+        "最大的一项(约 {mib} MiB)。训练在哪一步停下?",
+    },
+    "f_logits_likely_pairs": {
+        "en": "If it ran out in a training step, the logits are the likely cause: this stage holds the chosen and "
+        "the rejected sequence of every sample at once, and at cutoff_len {cutoff} their full-vocabulary logits "
+        "are the estimate's largest part (about {mib} MiB). Where did it stop?",
+        "zh": "如果是在训练步中内存不足,最可能的原因是 logits:该阶段同时保存每条样本的 chosen 和 rejected 序列,"
+        "cutoff_len 为 {cutoff} 时它们的全词表 logits 是估算中最大的一项(约 {mib} MiB)。训练在哪一步停下?",
+    },
     # (end of diag5b)
     # --- messages added by the bigl work (keep each group together) ---
     # (end of bigl)

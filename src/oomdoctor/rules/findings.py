@@ -307,6 +307,26 @@ def _dominant_term(facts: Facts) -> list[Finding]:
     return per_language("dominant_term", lambda lang: {"term": name[lang], "mib": mib_text(est.terms[term])})
 
 
+# Stages whose micro-batch holds two sequences a sample (chosen and rejected, or a pair for the reward model).
+PAIR_STAGES = frozenset({"dpo", "kto", "rm"})
+
+
+def _logits_likely(facts: Facts) -> list[Finding]:
+    """Where it ran out is still open and the estimate's largest term is the loss's logits: named as the likely
+    cause of a training-step OOM (chosen and rejected together for a pairwise stage), beside the question."""
+    est, config = facts.estimate, facts.config
+    if facts.derived.phase != "unknown" or est is None or config is None:
+        return []
+    if est.dominant_term != "logits_loss" or not est.terms.get("logits_loss"):
+        return []
+    pairs = (config.stage or "sft").lower() in PAIR_STAGES
+    return finding(
+        "logits_likely_pairs" if pairs else "logits_likely",
+        mib=mib_text(est.terms["logits_loss"]),
+        cutoff=config.cutoff_len,
+    )
+
+
 def in_effect(config: ConfigFacts) -> list[dict[str, str]]:
     """What the config already turns on (gradient checkpointing, precision, quantisation, ZeRO, offload)."""
     items: list[dict[str, str]] = []
@@ -363,6 +383,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _weights_share,
     _fitting_micro_batch,
     _dominant_term,
+    _logits_likely,
     _in_effect,
 )
 
