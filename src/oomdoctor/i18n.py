@@ -1518,6 +1518,27 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "如果是在训练步中内存不足,最可能的原因是 logits:该阶段同时保存每条样本的 chosen 和 rejected 序列,"
         "cutoff_len 为 {cutoff} 时它们的全词表 logits 是估算中最大的一项(约 {mib} MiB)。训练在哪一步停下?",
     },
+    "f_vision_tokens": {
+        "en": "Images: at image_max_pixels {pixels} one image becomes up to {tokens} language-model tokens (28 x 28 "
+        "px a token) and {patches} vision-tower patches.{more}",
+        "zh": "图像:image_max_pixels 为 {pixels} 时,一张图最多变成 {tokens} 个语言模型 token(每 28 × 28 像素一个)和 "
+        "{patches} 个视觉塔 patch。{more}",
+    },
+    "f_vision_trained": {
+        "en": " The vision tower is trained (freeze_vision_tower: false): the activations of all those patches are "
+        "kept for the backward pass.",
+        "zh": "视觉塔参与训练(freeze_vision_tower: false):这些 patch 的激活都要保留到反向传播。",
+    },
+    "f_vision_over_cutoff": {
+        "en": " One image alone is longer than cutoff_len {cutoff}: every sample with such an image runs at the "
+        "cutoff, and lowering image_max_pixels shortens it.",
+        "zh": "仅一张图就超过 cutoff_len {cutoff}:含这种图的样本都以 cutoff 长度运行,降低 image_max_pixels 可以缩短它。",
+    },
+    "f_vision_video": {
+        "en": " A video: up to {tokens} tokens ({frames} frames at video_max_pixels each, two frames a token "
+        "group).",
+        "zh": "视频:最多 {tokens} 个 token({frames} 帧,每帧按 video_max_pixels,两帧合为一组)。",
+    },
     # (end of diag5b)
     # --- messages added by the bigl work (keep each group together) ---
     # (end of bigl)

@@ -327,6 +327,34 @@ def _logits_likely(facts: Facts) -> list[Finding]:
     )
 
 
+def _vision_tokens(facts: Facts) -> list[Finding]:
+    """A multimodal run: the tokens and vision-tower patches one image (and one video) becomes, against the cutoff."""
+    from oomdoctor.estimate.vision import vision_tokens
+
+    config = facts.config
+    vt = vision_tokens(config, facts.model)
+    if config is None or vt is None:
+        return []
+    trained = config.raw.get("freeze_vision_tower") is False
+
+    def fields(lang: Lang) -> dict[str, Any]:
+        extra = []
+        if trained:
+            extra.append(msg("f_vision_trained", lang))
+        if vt.image_tokens > config.cutoff_len:
+            extra.append(msg("f_vision_over_cutoff", lang, cutoff=config.cutoff_len))
+        if vt.video_tokens is not None:
+            extra.append(msg("f_vision_video", lang, tokens=f"{vt.video_tokens:,}", frames=vt.video_frames))
+        return {
+            "pixels": f"{vt.image_pixels:,}",
+            "tokens": f"{vt.image_tokens:,}",
+            "patches": f"{vt.image_tokens * 4:,}",
+            "more": "".join(extra),
+        }
+
+    return per_language("vision_tokens", fields)
+
+
 def in_effect(config: ConfigFacts) -> list[dict[str, str]]:
     """What the config already turns on (gradient checkpointing, precision, quantisation, ZeRO, offload)."""
     items: list[dict[str, str]] = []
@@ -384,6 +412,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _fitting_micro_batch,
     _dominant_term,
     _logits_likely,
+    _vision_tokens,
     _in_effect,
 )
 
