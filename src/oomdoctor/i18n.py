@@ -1479,6 +1479,15 @@ MESSAGES: dict[str, dict[str, str]] = {
         "没有报错栈就停止的运行是被外部终止的,最常见的是主机的 OOM killer(系统内存;可查 `dmesg -T | grep -i "
         "kill`),也可能是贴出的日志被截断。在哪一步停下、是哪种内存不足?",
     },
+    "f_log_stops_steps_unknown": {
+        "en": "The log stops inside the training steps, with no error line at all. An out-of-memory on the GPU "
+        "always prints a traceback; a run that stops without one was killed from outside, most often by the "
+        "host's OOM killer (system RAM; check `dmesg -T | grep -i kill`), or the excerpt was cut. Where did it "
+        "stop, and which memory ran out?",
+        "zh": "日志在训练步中途停止,没有任何报错行。GPU 显存不足总会打印报错栈;没有报错栈就停止的运行是被外部终止的,"
+        "最常见的是主机的 OOM killer(系统内存;可查 `dmesg -T | grep -i kill`),也可能是贴出的日志被截断。在哪一步"
+        "停下、是哪种内存不足?",
+    },
     "f_log_stops_next": {
         "en": "Right after that step the config runs {what} (at step {at}): the likely place it stopped, to be "
         "confirmed.",

@@ -104,3 +104,19 @@ def test_text_that_shows_no_run_is_still_no_oom() -> None:
         facts_of(log=parse_log_text("pip install -U llamafactory\nSuccessfully installed\n"))
     )
     assert not diagnosis.oom and not diagnosis.questions
+
+
+def test_a_loss_of_exactly_zero_is_a_broken_run_not_a_kill() -> None:
+    text = (
+        BANNER + _bar(79, 80) + "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 4.99e-05, 'epoch': 0.04}\n"
+    )
+    assert log_stop(_config(), parse_log_text(text)) is None
+    healthy = text.replace("'loss': 0.0", "'loss': 1.2731").replace("nan", "0.8812")
+    assert log_stop(_config(), parse_log_text(healthy)) is not None
+
+
+def test_a_log_of_loss_lines_without_a_step_count_says_so() -> None:
+    text = "{'loss': 1.4102, 'grad_norm': 0.91, 'learning_rate': 9.7e-06, 'epoch': 0.53}\n" * 3
+    diagnosis = diagnose(facts_of(config=_config(), log=parse_log_text(text)))
+    assert "log_stops_steps_unknown" in [f.id for f in diagnosis.findings]
+    assert all("None" not in f.text["en"] for f in diagnosis.findings)

@@ -79,8 +79,9 @@ def _log_stop(facts: Facts) -> list[Finding]:
     stop = log_stop(facts.config, facts.log)
     if stop is None:
         return []
-    step, total = stop.step if stop.step is not None else "?", stop.total if stop.total is not None else "?"
-    out = finding(f"log_stops_{stop.where}", "warning", step=step, total=total)
+    known = stop.step is not None and stop.total is not None
+    fid = f"log_stops_{stop.where}" if known or stop.where == "load" else "log_stops_steps_unknown"
+    out = finding(fid, "warning", step=stop.step, total=stop.total)
     if stop.next_kind is not None:
         out += per_language(
             "log_stops_next",

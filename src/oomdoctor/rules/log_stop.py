@@ -9,7 +9,7 @@ likely place (asked, never asserted).
 
 A log that ends with its own reason is left alone: another error (NCCL timeout, illegal memory access), a
 loss that is no longer a number (a NaN run keeps logging), or the Trainer's end-of-training summary
-(``train_runtime``), after which the run finished by itself.
+(``train_runtime``), after which the run finished by itself. A last loss of exactly 0 counts as a NaN run.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def log_stop(config: ConfigFacts | None, log: LogFacts | None) -> LogStop | None
     """The log's stop when it shows a run under way and no error line of any kind; None otherwise."""
     if log is None or log.oom or log.traceback_cut or log.other_error:
         return None
-    if log.train_runtime_s is not None or _not_finite(log.last_loss) or _not_finite(log.eval_loss):
+    if log.train_runtime_s is not None or _broken_loss(log.last_loss) or _not_finite(log.eval_loss):
         return None
     where = _where(log)
     if where is None:
@@ -56,6 +56,12 @@ def log_stop(config: ConfigFacts | None, log: LogFacts | None) -> LogStop | None
 
 def _not_finite(value: float | None) -> bool:
     return value is not None and not math.isfinite(value)
+
+
+def _broken_loss(value: float | None) -> bool:
+    """A training loss that is no number, or exactly 0: NaN gradients (a loss of 0.0 beside ``grad_norm: nan``)
+    or every label masked. The run keeps logging such steps: it is numerically broken, not killed."""
+    return value is not None and (_not_finite(value) or value == 0.0)
 
 
 def _where(log: LogFacts) -> str | None:
