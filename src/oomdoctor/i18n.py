@@ -1548,6 +1548,19 @@ MESSAGES: dict[str, dict[str, str]] = {
         "group).",
         "zh": "视频:最多 {tokens} 个 token({frames} 帧,每帧按 video_max_pixels,两帧合为一组)。",
     },
+    "f_own_ranks_on_card": {
+        "en": "The processes beside this one on this card (pid {pids}, {mib} MiB) make up, with it, the run's "
+        "{world} processes: they are very likely this run's other ranks placed on the same card. Each rank "
+        "should have a card of its own: check CUDA_VISIBLE_DEVICES, the launcher's process count and any "
+        "device_map or .to('cuda:0') in the code.",
+        "zh": "这张卡上除本进程外的进程(pid {pids},{mib} MiB)与本进程合起来正好是本次运行的 {world} 个进程:很可能是"
+        "本次运行的其他 rank 被放到了同一张卡上。每个 rank 应该各用一张卡:检查 CUDA_VISIBLE_DEVICES、启动器的进程数,"
+        "以及代码里的 device_map 或 .to('cuda:0')。",
+    },
+    "acct_whose_own_rank": {
+        "en": "Process {pid}: {mib} MiB, this run's other rank on the same card",
+        "zh": "进程 {pid}:{mib} MiB,本次运行的另一个 rank,在同一张卡上",
+    },
     # (end of diag5b)
     # --- messages added by the bigl work (keep each group together) ---
     # (end of bigl)

@@ -65,3 +65,26 @@ def test_a_gpu_index_alone_is_no_sign_of_several_processes() -> None:
     ranked = parse_log_text("[rank3]: " + text)
     ids = [f.id for f in diagnose(facts_of(config=config, log=ranked)).findings]
     assert "multi_gpu_no_deepspeed" in ids
+
+
+def test_processes_that_make_up_the_stated_world_size_are_this_runs_own_ranks() -> None:
+    # torchrun --nproc_per_node 3, but every rank moved its model to cuda:0.
+    text = (
+        "[INFO|2025-01-09 08:00:01] llamafactory.hparams.parser:406 >> Process rank: 0, world size: 3, "
+        "device: cuda:0, distributed training: True, compute dtype: torch.bfloat16\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB. GPU 0 has a total capacity of "
+        "79.15 GiB of which 310.75 MiB is free. Process 7001 has 26.10 GiB memory in use. Process 7002 has "
+        "26.02 GiB memory in use. Including non-PyTorch memory, this process has 26.70 GiB memory in use. Of the "
+        "allocated memory 25.40 GiB is allocated by PyTorch, and 602.17 MiB is reserved by PyTorch but "
+        "unallocated.\n"
+    )
+    log = parse_log_text(text)
+    acc = account_of(log)
+    assert acc is not None and [p.whose for p in acc.listed] == ["own_rank", "own_rank"]
+    facts = facts_of(log=log)
+    assert facts.derived.other_process_whose == "own_ranks"
+    ids = [f.id for f in diagnose(facts).findings]
+    assert "own_ranks_on_card" in ids and "other_processes" not in ids
+    # the same card without a stated world size: whose they are stays a question
+    alone = parse_log_text(text.split("\n", 1)[1])
+    assert facts_of(log=alone).derived.other_process_whose != "own_ranks"

@@ -38,7 +38,7 @@ STRANGER_MIN_SHARE = 0.05
 # vGPU and MIG set-ups), not a process that holds nothing; every process it lists then shows 0.
 UNMEASURED_MIB = 0.0
 
-Whose = Literal["this_run", "context", "stranger", "unclear", "unmeasured"]
+Whose = Literal["this_run", "context", "stranger", "unclear", "unmeasured", "own_rank"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,10 @@ class Account:
         """In use on the card but in no listed process and not this run's known use."""
         outside = self.outside_mib
         return None if outside is None else max(0.0, outside - self.listed_mib)
+
+    @property
+    def own_ranks(self) -> tuple[Listed, ...]:
+        return tuple(p for p in self.listed if p.whose == "own_rank")
 
     @property
     def unmeasured(self) -> tuple[Listed, ...]:
@@ -179,6 +183,15 @@ def _own_listed(log: LogFacts, reserved: float | None) -> int | None:
     return min(near, key=lambda i: abs(listed[i].used_mib - reserved))
 
 
+def _as_own_ranks(listed: tuple[Listed, ...], world_size: int | None) -> tuple[Listed, ...]:
+    """Processes beside this run that hold more than a CUDA context and, with it, make up exactly the run's
+    stated world size: its other ranks, placed on the same card (a device-mapping fault of this run)."""
+    big = [p for p in listed if p.whose in ("unclear", "stranger")]
+    if world_size is None or world_size < 2 or len(big) + 1 != world_size:
+        return listed
+    return tuple(Listed(p.pid, p.mib, "own_rank") if p in big else p for p in listed)
+
+
 def _unmeasured_listing(log: LogFacts) -> bool:
     """The message lists processes with "0 bytes" (NVML saw their pids, not their use)."""
     zero = [p for p in log.other_processes if p.used_mib <= UNMEASURED_MIB]
@@ -232,6 +245,7 @@ def account_of(log: LogFacts | None) -> Account | None:
         for i, p in enumerate(log.other_processes)
         if i != own_i
     )
+    listed = _as_own_ranks(listed, log.world_size or log.launcher_world_size)
     old = log.process_in_use_mib is None and not log.other_processes and log.reserved_mib is not None
     return Account(
         capacity_mib=log.capacity_mib,

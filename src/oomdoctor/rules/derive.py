@@ -325,6 +325,8 @@ def _other_process_whose(facts: Facts) -> str | None:
         big = [p for p in acc.listed if p.whose in ("stranger", "unclear")]
         if any(p.whose == "unclear" for p in big) or acc.held_by_unmeasured_mib > 0:
             return "unclear"  # "0 bytes" entries holding the rest: this run's other ranks, or another job
+        if acc.own_ranks and not big:
+            return "own_ranks"
         return "stranger" if big or acc.stranger_mib > 0 else None
     return "stranger" if _other_processes(facts)[0] else None  # NVML: processes alive on this machine now
 

@@ -180,7 +180,8 @@ class Derived:
     )
     other_process_whose: str | None = _fact(
         "whose the memory outside this run is: stranger (another job), unclear (a listed process that may be "
-        "this run's own: another rank, its vLLM engine, this notebook's kernel), None: none"
+        "this run's own: another rank, its vLLM engine, this notebook's kernel), own_ranks (the listed processes "
+        "and this one make up the stated world size: this run's other ranks on the same card), None: none"
     )
     logits_evidence: str | None = _fact(
         "frame (a function over the full-vocabulary logits among the failure's innermost frames) / size (the "

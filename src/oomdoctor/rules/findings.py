@@ -194,6 +194,12 @@ def _other_processes(facts: Facts) -> list[Finding]:
     d = facts.derived
     if not d.other_process_mib:
         return []
+    if d.other_process_whose == "own_ranks":
+        pids = ", ".join(str(p) for p in d.other_process_pids)
+        world = d.world_size
+        return finding(
+            "own_ranks_on_card", "warning", mib=mib_text(d.other_process_mib), pids=pids, world=world
+        )
     pids = ", ".join(str(p) for p in d.other_process_pids)
     return finding("other_processes", "warning", mib=mib_text(d.other_process_mib), pids=pids)
 
