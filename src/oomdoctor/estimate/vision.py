@@ -31,7 +31,8 @@ def _family(config: ConfigFacts, model: ModelFacts | None, table: dict[str, Any]
     template = str(config.raw.get("template") or "").lower()
     name = str(config.model_name_or_path or "").lower()
     model_type = (model.model_type or "").lower() if model is not None else ""
-    for family in table["families"]:
+    families: list[dict[str, Any]] = table["families"]
+    for family in families:
         if template in family["templates"] or model_type in family["model_types"]:
             return family
         if any(part in name for part in family["name_contains"]):
