@@ -3,6 +3,8 @@ it stops and asks (rules/log_stop.py, engine._no_error_line); a log that ends wi
 
 from __future__ import annotations
 
+import json
+
 from oomdoctor.facts.config import config_from_mapping
 from oomdoctor.facts.log import parse_log_text
 from oomdoctor.i18n import msg
@@ -120,3 +122,18 @@ def test_a_log_of_loss_lines_without_a_step_count_says_so() -> None:
     diagnosis = diagnose(facts_of(config=_config(), log=parse_log_text(text)))
     assert "log_stops_steps_unknown" in [f.id for f in diagnosis.findings]
     assert all("None" not in f.text["en"] for f in diagnosis.findings)
+
+
+def test_an_output_dir_whose_step_record_reached_its_total_is_a_finished_run(tmp_path) -> None:
+    from oomdoctor.facts.log import read_log
+
+    rows = [
+        {"current_steps": n, "total_steps": 4, "loss": 2.0 - 0.1 * n, "lr": 1e-4, "epoch": n / 4}
+        for n in range(1, 5)
+    ]
+    (tmp_path / "trainer_log.jsonl").write_text("".join(f"{json.dumps(r)}\n" for r in rows))
+    finished = diagnose(facts_of(config=_config(), log=read_log(tmp_path)))
+    assert not finished.oom and not finished.questions
+    (tmp_path / "trainer_log.jsonl").write_text("".join(f"{json.dumps(r)}\n" for r in rows[:2]))
+    killed = diagnose(facts_of(config=_config(), log=read_log(tmp_path)))
+    assert not killed.oom and [q.key for q in killed.questions] == ["phase"]

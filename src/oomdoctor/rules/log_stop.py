@@ -23,6 +23,9 @@ from oomdoctor.facts.types import ConfigFacts, LogFacts
 # share of its interval when that is more (a pasted bar is often a few refreshes behind the kill).
 NEAR_STEPS = 2
 NEAR_SHARE = 0.01
+# LLaMA-Factory's own record of the steps (one JSON line per logged step, never an error): read alone, its last
+# record at the total number of steps is the end of training, with nothing after it ever written there.
+TRAINER_LOG_NAME = "trainer_log.jsonl"
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ def log_stop(config: ConfigFacts | None, log: LogFacts | None) -> LogStop | None
         return None
     step, total = log.good_steps, log.total_steps
     if where == "train_end":
+        if str(log.path or "").endswith(TRAINER_LOG_NAME):
+            return None  # the step record reached its total: the training finished
         return LogStop(where, step, total, "save", step)  # the model is saved once training ends
     kind, at = _scheduled_next(config, log) if where == "train" else (None, None)
     return LogStop(where, step, total, kind, at)
