@@ -1453,4 +1453,10 @@ MESSAGES: dict[str, dict[str, str]] = {
     # (end of hostile)
     # --- messages added by the bigl work (keep each group together) ---
     # (end of bigl)
+    # --- messages added by the diag5a work (keep each group together) ---
+    "log_ev_after_train_save": {
+        "en": "it failed after training had finished and nothing later in the log says what ran: a training script saves the model next (a final evaluation would print its own line first)",
+        "zh": "失败发生在训练结束之后,日志中之后没有别的标记:训练脚本接下来保存模型(若是最后的验证,会先打印自己的标记)",
+    },
+    # (end of diag5a)
 }

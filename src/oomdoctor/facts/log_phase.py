@@ -368,13 +368,24 @@ class _Decision:
         elif ctx == "zero_init":
             self._set("optimizer_step", "high")
             self._marker_evidence()
+        elif ctx == "after_train":
+            # the latest marker wins: the end-of-training summary came after the last loss line
+            self._after_train()
         elif ctx == "train" or snap.training_started:
             self._training_marker()
-        elif ctx == "after_train":
-            self._marker_evidence()
-            ev.append(text("log_ev_after_train"))
         elif not self.failure.cut:
             ev.append(text("log_ev_nothing"))
+
+    def _after_train(self) -> None:
+        """Training had finished (``train_runtime``, "Training completed") and nothing later says what ran:
+        what a training script runs next is the final save of the model (a final evaluation or prediction
+        prints its own marker, which would be the latest). Low confidence: it is inferred from the order."""
+        self._marker_evidence()
+        if self.failure.cut:
+            self.ev.append(text("log_ev_after_train"))
+            return
+        self._set("save", "low")
+        self.ev.append(text("log_ev_after_train_save"))
 
     def _training_marker(self) -> None:
         good = self.good

@@ -524,7 +524,8 @@ class LogScanner:
             snap.train_bar = shown
             snap.training_started = True
             snap.weights_loaded = True
-            if snap.context != "train":
+            # a finished bar redrawn after the end-of-training summary does not start training again
+            if snap.context != "train" and not (snap.context == "after_train" and n >= total):
                 self._set_context("train", shown, None)
         elif n < total:
             if snap.context != "eval":
