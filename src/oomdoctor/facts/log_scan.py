@@ -71,6 +71,13 @@ _STAMP_PREFIX = re.compile(
     r"^(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+)+"
     r"(?:(?:\[[^\]\s]{1,24}\]|stdout|stderr|F|P)[ \t]+){0,3}"
 )
+# vLLM's logger ("ERROR 06-10 10:55:03 [core.py:459] ", level, month-day time, [file:line]) prints each line of
+# an engine's traceback behind it; taken off where the rest is traceback text.
+_ENGINE_LOG_PREFIX = re.compile(
+    r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w.-]{1,64}:\d{1,6}\] "
+)
+# Ray's log deduplication appends " [repeated 3x across cluster]" to a line several workers printed.
+_RAY_REPEATED = re.compile(r"\s*\[repeated \d{1,9}x across cluster\]\s*$")
 
 _EXCEPTION_LINE = re.compile(
     r"^(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit|Failure)\b(?::|\s*$)"
@@ -352,6 +359,10 @@ class LogScanner:
         launch command in it sets the launcher's world size."""
         if text[:1].isdigit():
             text = self._unstamp(key, text)
+        elif text[:1] in "IWEDC" and _ENGINE_LOG_PREFIX.match(text):
+            text = self._unlogged(key, text)
+        if "across cluster]" in text:
+            text = _RAY_REPEATED.sub("", text)
         if RICH_BOX in text or "╰" in text:
             rich = self._rich(key, text)
             if rich is None:
@@ -448,6 +459,19 @@ class LogScanner:
         if key in run.stamped_keys and (
             key in run.open_tracebacks or self.t.oom_hint.search(rest) or _EXCEPTION_LINE.match(rest)
         ):
+            return rest
+        return text
+
+    def _unlogged(self, key: str, text: str) -> str:
+        """Take an engine logger's prefix (vLLM's) off a line whose rest is traceback text: a frame, the
+        header, a source line of an open traceback, or an error line."""
+        m = _ENGINE_LOG_PREFIX.match(text)
+        if m is None:
+            return text
+        rest = text[m.end() :]
+        if match_frame_line(rest) is not None or TRACEBACK_HEADER in rest:
+            return rest
+        if (key in self.run.open_tracebacks and rest[:1].isspace()) or _EXCEPTION_LINE.match(rest):
             return rest
         return text
 
