@@ -126,6 +126,7 @@ def _scanner_needles() -> list[str] | None:
         s.IPYTHON_FILE_LINE.pattern,
         s.IPYTHON_CELL_LINE.pattern,
         s.FRAGMENT_LINE.pattern,
+        s.PYTEST_LINE.pattern,
         s._NOTEBOOK_BAR.pattern,
         s._EXCEPTION_LINE.pattern,
         s._BANNER_HINT.pattern,

@@ -44,6 +44,9 @@ FILE_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<
 IPYTHON_FILE_LINE = re.compile(r"^\s*File (?P<path>[^\s\"].*?\.pyx?):(?P<line>\d+), in (?P<func>[^\s(]+)")
 IPYTHON_CELL_LINE = re.compile(r"^\s*Cell (?P<path>In\s*\[\d+\]), line (?P<line>\d+)")
 FRAGMENT_LINE = re.compile(r"^\s*line (?P<line>\d+), in (?P<func>[^\s(]+)\s*$")
+# pytest's long traceback (a test that runs a trainer): ".venv/lib/.../transformers/trainer.py:1742: in
+# _inner_training_loop", the running source line below it (marked ">" in the test's own frame).
+PYTEST_LINE = re.compile(r"^\s*(?P<path>[^\s:]+\.pyx?):(?P<line>\d+): in (?P<func>[^\s(]+)\s*$")
 
 
 def match_frame_line(text: str) -> re.Match[str] | None:
@@ -52,6 +55,8 @@ def match_frame_line(text: str) -> re.Match[str] | None:
         return FILE_LINE.match(text) or IPYTHON_FILE_LINE.match(text)
     if "line " in text:
         return FRAGMENT_LINE.match(text) or IPYTHON_CELL_LINE.match(text)
+    if ": in " in text:
+        return PYTEST_LINE.match(text)
     return None
 
 
@@ -167,6 +172,9 @@ class Failure:
     cut: bool = False  # a traceback without its error line
     after_seq: int = 0  # tracebacks opened before this failure have a lower ``seq``
     adopted: bool = False  # ``block`` is a traceback printed after the error line (see _adopt)
+    mention: bool = (
+        False  # the words in a sentence, not an error line: a later message or traceback tells more
+    )
 
 
 @dataclass
@@ -741,6 +749,9 @@ class LogScanner:
             self._warn(text)
             return
         current = run.failure
+        mention = _is_mention(form, text)
+        if current is not None and current.mention and not mention and form.ran_out_of == current.ran_out_of:
+            current = None  # the reporter's words came first; this is the message itself
         if current is not None and form.priority <= current.priority:
             if form.kind == "killed":
                 self._warn(text)
@@ -767,6 +778,7 @@ class LogScanner:
             snapshot=snap,
             pending_lines=3 if form.kind == "cuda_oom" and "capac" not in text else 0,
             after_seq=run.tracebacks_opened,
+            mention=mention,
         )
         if current is not None and current.kind == "killed" and current.line:
             self._warn(current.line)
@@ -815,6 +827,25 @@ class LogScanner:
         return True
 
 
+def _is_mention(form: OomForm, text: str) -> bool:
+    """A GPU OOM's words inside a sentence ("I met the `CUDA out of memory` problem", "CI often fails with
+    torch.OutOfMemoryError: CUDA out of memory: https://..."): three or more words before them, none of them
+    an error line's (FAILED, ERROR, an exception name), and no numbers. It counts as the failure only until
+    the message itself or its traceback comes."""
+    if form.ran_out_of != "gpu" or "Tried to allocate" in text or "total capac" in text:
+        return False
+    m = _OOM_WORDS.search(text)
+    if m is None:
+        return False
+    words = _WORD.findall(text[: m.start()])
+    return len(words) >= 3 and not any(w in _ERROR_WORDS or w.endswith(("Error", "Exception")) for w in words)
+
+
+_OOM_WORDS = re.compile(r"(?:[\w.]*\.)?OutOfMemoryError|(?:CUDA|HIP|NPU|XPU) (?:[Ee]rror: )?out of memory")
+_WORD = re.compile(r"[A-Za-z]+")
+_ERROR_WORDS = frozenset({"FAILED", "ERROR", "E", "CRITICAL", "WARNING", "WARN", "Traceback", "raise"})
+
+
 def _has_frame_lines(block: list[str]) -> bool:
     return any(match_frame_line(line) is not None for line in block)
 
@@ -832,4 +863,8 @@ def _adopt(failure: Failure, tb: _Traceback) -> bool:
         return False
     failure.block = tb.lines + failure.block
     failure.adopted = True
+    if failure.mention:
+        failure.snapshot = (
+            tb.snapshot
+        )  # the run's state when its traceback began, not when it was talked about
     return True
