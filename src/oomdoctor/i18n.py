@@ -1458,5 +1458,9 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "it failed after training had finished and nothing later in the log says what ran: a training script saves the model next (a final evaluation would print its own line first)",
         "zh": "失败发生在训练结束之后,日志中之后没有别的标记:训练脚本接下来保存模型(若是最后的验证,会先打印自己的标记)",
     },
+    "log_ev_elided_steps": {
+        "en": "the excerpt leaves lines out ([...]) before the traceback and has no error line: it does not show whether any training step had completed",
+        "zh": "摘录在调用栈之前省略了若干行([...]),且没有错误行:看不出训练步是否已经完成过",
+    },
     # (end of diag5a)
 }

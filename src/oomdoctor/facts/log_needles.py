@@ -127,6 +127,7 @@ def _scanner_needles() -> list[str] | None:
         s.IPYTHON_CELL_LINE.pattern,
         s.FRAGMENT_LINE.pattern,
         s.PYTEST_LINE.pattern,
+        s.ELIDED_MARK.pattern,
         s._NOTEBOOK_BAR.pattern,
         s._EXCEPTION_LINE.pattern,
         s._BANNER_HINT.pattern,

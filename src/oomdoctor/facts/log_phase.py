@@ -265,6 +265,10 @@ class _Decision:
         elif snap.training_started:
             self._set("first_batch", "high")
             ev.append(text("log_ev_no_step", bar=snap.train_bar or "***** Running training *****"))
+        elif snap.elided and self.failure.cut:
+            # no error line and lines left out before it: nothing says how far training had come
+            self._set("unknown", "low")
+            ev.append(text("log_ev_elided_steps"))
         else:
             self._set("first_batch", "low")
             ev.append(text("log_ev_no_step_info"))

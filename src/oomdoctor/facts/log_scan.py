@@ -91,6 +91,8 @@ _LOG_RECORD = re.compile(
     r"^\s*(?:\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|\[\d{4}-\d\d-\d\d|\d{4}-\d\d-\d\d[ T]\d\d:|(?:INFO|WARNING|ERROR|DEBUG)[:\s])"
 )
 _ELISION = re.compile(r"^\s*(?:\[\s*(?:\.\.\.|…)\s*\]|\.\.\.|…)\s*$")
+# The mark a reporter leaves where they cut lines out of a pasted log ("[...]"; a bare "..." is also progress).
+ELIDED_MARK = re.compile(r"^\s*\[\.\.\.\]\s*$")
 
 _BANNER_HINT = re.compile(r" = |trainable params|all params|Process rank|Gradient checkpointing enabled")
 _BANNER = {
@@ -152,6 +154,7 @@ class Snapshot:
     training_started: bool = False
     eval_started: bool = False  # an evaluation began after training had started
     weights_loaded: bool = False
+    elided: bool = False  # the excerpt left lines out ("[...]") before any sign of training
 
 
 @dataclass
@@ -360,6 +363,8 @@ class LogScanner:
         self._markers(text)
         if not _ELISION.match(text):
             self._plain_line(run, key, text)
+        elif not run.snap.training_started and ELIDED_MARK.match(text):
+            run.snap.elided = True
         return None
 
     def _unwrapped(self, key: str, text: str) -> str | None:
@@ -385,7 +390,11 @@ class LogScanner:
         failure = run.failure
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1
-            if "Tried to allocate" not in text and (
+            if failure.message.rstrip().endswith(":") and "out of memory" in text:
+                failure.message = (
+                    failure.message.rstrip() + " " + text.strip()
+                )  # a header alone, then its words
+            elif "Tried to allocate" not in text and (
                 "GPU" in text or "capacity" in text or "PyTorch" in text or "Process" in text
             ):
                 failure.message = failure.message + " " + text.strip()
@@ -414,6 +423,8 @@ class LogScanner:
             run.last_content_was_traceback = True
             return True
         frame = match_frame_line(text)
+        if key and key not in run.open_tracebacks:
+            self._claim_unprefixed(run, key)
         if frame is not None:
             frame_tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
             frame_tb.lines.append(text)
@@ -435,6 +446,22 @@ class LogScanner:
             self._other_error(key, text)
             return True
         return False
+
+    def _claim_unprefixed(self, run: Run, key: str) -> None:
+        """A process's traceback whose first lines lost their prefix (a copy that starts mid-line): the
+        unprefixed traceback just before this process's first prefixed line, with no header of its own, is
+        this process's."""
+        orphan = run.open_tracebacks.get("")
+        if (
+            orphan is not None
+            and not orphan.header
+            and run.last_traceback_key == ""
+            and run.last_content_was_traceback
+        ):
+            del run.open_tracebacks[""]
+            orphan.key = key
+            run.open_tracebacks[key] = orphan
+            run.last_traceback_key = key
 
     def _plain_line(self, run: Run, key: str, text: str) -> None:
         """Any other line: part of the open traceback, else one of the recent lines before a failure."""
