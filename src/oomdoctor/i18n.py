@@ -1462,5 +1462,9 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "the excerpt leaves lines out ([...]) before the traceback and has no error line: it does not show whether any training step had completed",
         "zh": "摘录在调用栈之前省略了若干行([...]),且没有错误行:看不出训练步是否已经完成过",
     },
+    "log_ev_bar_finished": {
+        "en": "the training bar had reached 100 % ({bar}): the end of an epoch or of training, not a long sample in a step; what ran next (a save, an evaluation, the next epoch's or rollout's set-up) is not in the log",
+        "zh": "训练进度条已到 100%({bar}):这是一个 epoch 或整个训练的结束,而不是某一步遇到长样本;之后运行的内容(保存、验证、下一个 epoch 或生成阶段的准备)不在日志中",
+    },
     # (end of diag5a)
 }

@@ -251,8 +251,22 @@ class _Decision:
             why = snap.context_why or text(f"log_ctx_{snap.context}")
             self.ev.append(text("log_ev_marker", line=snap.context_line[:120], why=why))
 
-    def _training(self) -> None:
+    def _bar_finished(self) -> bool:
+        """The last training bar before the failure had reached its total (100 %)."""
+        snap, total = self.snap, self.run.train_total
+        return bool(
+            snap.train_steps and total and snap.train_steps >= total and not snap.train_steps_estimated
+        )
+
+    def _training(self, *, step_frames: bool = False) -> None:
         snap, good, ev = self.snap, self.good, self.ev
+        if self.any_steps and not step_frames and self._bar_finished():
+            # a bar at 100 % is the end of an epoch (or of training), not a step that met a long sample; with
+            # no frame of a step, what ran next (a save, an evaluation, the next epoch's or rollout's set-up) is
+            # not in the log
+            self._set("unknown", "low")
+            ev.append(text("log_ev_bar_finished", bar=snap.train_bar or ""))
+            return
         if self.any_steps:
             self._set("long_sample", "high")
             if good and snap.train_steps_estimated and good == snap.train_steps:
@@ -322,7 +336,7 @@ class _Decision:
         ):
             self._frame_evidence(rollout)  # an RL rollout: what it holds is the likely cause
         self._frame_evidence(deciding)  # why it is training
-        self._training()
+        self._training(step_frames=True)
 
     def _compute_frames(self) -> None:
         roles, snap, run = self.hits.roles, self.snap, self.run
