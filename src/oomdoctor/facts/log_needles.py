@@ -136,6 +136,7 @@ def _scanner_needles() -> list[str] | None:
         *raw["run_start"],
         *(w["pattern"] for w in raw["allocator_warnings"]),
         *(z["pattern"] for z in raw["zero_stage"]["lines"]),
+        *(c["pattern"] for c in raw.get("step_counters") or ()),
     ]
     for p in patterns:
         option = required_literals(p)

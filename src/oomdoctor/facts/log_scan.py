@@ -663,6 +663,22 @@ class LogScanner:
             self._banner(text)
         if t.allocator_any.search(text):
             self._allocator_warning(text)
+        if t.step_counter_any is not None and t.step_counter_any.search(text):
+            self._step_counter(text)
+
+    def _step_counter(self, text: str) -> None:
+        """A trainer's own step line ("Epoch:[1/1](2/19994)", "Step [120/1563]"): read like the train bar,
+        outside an evaluation."""
+        if self.run.snap.context == "eval":
+            return
+        for pattern in self.t.step_counters:
+            m = pattern.search(text)
+            if m is None:
+                continue
+            n, total = _int(m.group("n")), _int(m.group("total"))
+            if n is not None and total is not None and n <= total:
+                self._bar("train", n, total, text.strip()[:200])  # "train": a described train loop's bar
+            return
 
     def _zero_stage(self, text: str) -> None:
         for pattern in self.t.zero_stage_lines:

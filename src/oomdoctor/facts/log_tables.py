@@ -87,6 +87,8 @@ class Tables:
     zero_stage_any: re.Pattern[str]
     output_dir_logs: tuple[str, ...]
     trainer_log: str
+    step_counters: tuple[re.Pattern[str], ...] = ()  # other trainers' step lines: groups n (done) and total
+    step_counter_any: re.Pattern[str] | None = None
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
 
@@ -165,5 +167,9 @@ def tables() -> Tables:
         zero_stage_any=_any_of([z["pattern"] for z in raw["zero_stage"]["lines"]]),
         output_dir_logs=tuple(raw["output_dir_logs"]),
         trainer_log=str(raw["trainer_log"]),
+        step_counters=tuple(re.compile(c["pattern"]) for c in raw.get("step_counters") or ()),
+        step_counter_any=_any_of([c["pattern"] for c in raw["step_counters"]])
+        if raw.get("step_counters")
+        else None,
         raw=raw,
     )
