@@ -70,3 +70,36 @@ def test_lines_cut_out_before_a_traceback_without_error_line_leave_the_step_open
     # and an error line still places it, cut lines or not
     errored = parse_log_text("\n".join(["[...]", *frames, "torch.OutOfMemoryError: " + WORDS]) + "\n")
     assert errored.oom and errored.phase == "first_batch"
+
+
+def test_a_bar_that_lost_its_bar_keeps_its_count() -> None:
+    log = "\n".join(
+        [
+            "307/46384 [40:22<104:17:25,  8.15s/it]",
+            "Traceback (most recent call last):",
+            '  File "examples/finetune.py", line 293, in main',
+            "    outputs = model(**batch)",
+            "torch.OutOfMemoryError: " + WORDS,
+        ]
+    )
+    f = parse_log_text(log + "\n")
+    assert f.good_steps == 307 and f.phase == "long_sample" and f.phase_confidence == "high"
+
+
+def test_a_frame_glued_after_python_s_repeat_note_is_still_a_frame() -> None:
+    log = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '[Previous line repeated 2 more times]  File "/usr/lib/python3/site-packages/torch/nn/modules/module.py", '
+            "line 927, in _apply",
+            "    param_applied = fn(param)",
+            "torch.OutOfMemoryError: " + WORDS,
+        ]
+    )
+    f = parse_log_text(log + "\n")
+    assert f.frames == ["_apply"] and f.phase == "load"
+
+
+def test_module_apply_on_bare_source_lines_is_moving_the_weights() -> None:
+    log = "    module._apply(fn)\n    param_applied = fn(param)\ntorch.OutOfMemoryError: " + WORDS + "\n"
+    assert parse_log_text(log).phase == "load"

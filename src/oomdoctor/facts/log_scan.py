@@ -23,6 +23,8 @@ from oomdoctor.facts.log_text import split_prefix, strip_ansi
 _BAR_TAIL = re.compile(
     r"\[(?P<elapsed>\d+(?::\d{2}){1,2})<(?:\d+(?::\d{2}){1,2}|\?),\s*(?P<rate>\d+(?:\.\d+)?)(?P<unit>s/it|it/s)"
 )
+# A bar's count right before its timing tail, the bar itself gone: "307/46384 [40:22<104:17:25,  8.15s/it]".
+_BARE_COUNT = re.compile(r"(?:^|\s)(?P<n>\d{1,9})/(?P<total>\d{1,9})\s*\[")
 # Training progress: two or more segments in a row that are bare bars (no description, no prefix) or training
 # loss dicts, each on its own "\r"/"\n" segment, blank segments between them. This is most of a long log.
 _EOL = r"[ \t]*(?:\r\n|[\r\n])(?:[ \t]*(?:\r\n|[\r\n]))*"
@@ -82,6 +84,7 @@ _ENGINE_LOG_PREFIX = re.compile(
     r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w.-]{1,64}:\d{1,6}\] "
 )
 # Ray's log deduplication appends " [repeated 3x across cluster]" to a line several workers printed.
+_REPEATED_FRAME = re.compile(r"^\s*\[Previous line repeated \d{1,9} more times?\]\s*(?=\S)")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d{1,9}x across cluster\]\s*$")
 
 _EXCEPTION_LINE = re.compile(
@@ -376,6 +379,8 @@ class LogScanner:
             text = self._unlogged(key, text)
         if "across cluster]" in text:
             text = _RAY_REPEATED.sub("", text)
+        if "more time" in text and text.lstrip()[:1] == "[":
+            text = _REPEATED_FRAME.sub("", text)  # "[Previous line repeated 2 more times]  File ..." glued
         if RICH_BOX in text or "╰" in text:
             rich = self._rich(key, text)
             if rich is None:
@@ -597,7 +602,16 @@ class LogScanner:
         when no counted bar was seen, the iterations it implies (at least one) are the training steps done."""
         m = _BAR_TAIL.search(text)
         snap = self.run.snap
-        if m is None or snap.context in ("eval", "load") or snap.train_steps is not None:
+        if m is None or snap.context in ("eval", "load"):
+            return
+        count = _BARE_COUNT.search(text, 0, m.start() + 1)
+        if count is not None and count.end() == m.start() + 1:
+            # the bar lost its "%|...|" part but kept its count: "307/46384 [40:22<104:17:25,  8.15s/it]"
+            n, total = _int(count.group("n")), _int(count.group("total"))
+            if n is not None and total is not None and n <= total:
+                self._bar("", n, total, text.strip()[:200])
+            return
+        if snap.train_steps is not None:
             return
         elapsed_s = 0
         for part in m.group("elapsed").split(":"):
