@@ -1466,5 +1466,9 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "the training bar had reached 100 % ({bar}): the end of an epoch or of training, not a long sample in a step; what ran next (a save, an evaluation, the next epoch's or rollout's set-up) is not in the log",
         "zh": "训练进度条已到 100%({bar}):这是一个 epoch 或整个训练的结束,而不是某一步遇到长样本;之后运行的内容(保存、验证、下一个 epoch 或生成阶段的准备)不在日志中",
     },
+    "log_ev_sibling_frames": {
+        "en": "the failing process ({own}) printed no frames; the frames are those of {other}, which ran out the same way (data-parallel processes run the same code)",
+        "zh": "出错的进程({own})没有打印调用栈;这里用的是同样显存不足的 {other} 的调用栈(数据并行的各进程运行相同的代码)",
+    },
     # (end of diag5a)
 }

@@ -231,6 +231,10 @@ class _Decision:
             res.error_type = m.group(1) if m else None
         if failure.cut:
             self.ev.append(text("log_ev_cut"))
+        if failure.adopted_from is not None:
+            self.ev.append(
+                text("log_ev_sibling_frames", other=failure.adopted_from or "?", own=failure.key or "?")
+            )
         if not self._by_frames():
             self._by_marker()
         if failure.cut and not any(f.function for f in self.frames):

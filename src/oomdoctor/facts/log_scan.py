@@ -178,9 +178,9 @@ class Failure:
     cut: bool = False  # a traceback without its error line
     after_seq: int = 0  # tracebacks opened before this failure have a lower ``seq``
     adopted: bool = False  # ``block`` is a traceback printed after the error line (see _adopt)
-    mention: bool = (
-        False  # the words in a sentence, not an error line: a later message or traceback tells more
-    )
+    # the words in a sentence, not an error line: a later message or traceback tells more
+    mention: bool = False
+    adopted_from: str | None = None  # the other process whose traceback (same failure) ``block`` is
 
 
 @dataclass
@@ -814,7 +814,9 @@ class LogScanner:
                 self._warn(text)
             tb = run.open_tracebacks.pop(key, None)
             if tb is not None:
-                _adopt(current, tb)
+                # another process's traceback that ended in the same kind of failure ran the same code
+                sibling = key != current.key and form.ran_out_of == current.ran_out_of and not current.cut
+                _adopt(current, tb, sibling=sibling)
             return
         tb = run.open_tracebacks.pop(key, None)
         if tb is not None:
@@ -907,19 +909,22 @@ def _has_frame_lines(block: list[str]) -> bool:
     return any(match_frame_line(line) is not None for line in block)
 
 
-def _adopt(failure: Failure, tb: _Traceback) -> bool:
+def _adopt(failure: Failure, tb: _Traceback, *, sibling: bool = False) -> bool:
     """Some errors print before their traceback (NCCL's "WARN Cuda failure 'out of memory'", a second rank's
     message interleaved ahead of its frames, or a reporter who pasted the error first). A failure whose
     own block holds no frame takes the first traceback with frames that opened after it, from the same
-    process (or any process when the error line carried no prefix). True when it adopted one."""
-    if failure.adopted or failure.cut or not tb.has_frames or tb.seq <= failure.after_seq:
+    process (or any process when the error line carried no prefix). ``sibling``: the traceback of another
+    process that failed the same way (data-parallel ranks run the same code), whenever it was printed.
+    True when it adopted one."""
+    if failure.adopted or failure.cut or not tb.has_frames:
         return False
-    if tb.key != failure.key and failure.key != "":
+    if not sibling and (tb.seq <= failure.after_seq or (tb.key != failure.key and failure.key != "")):
         return False
     if _has_frame_lines(failure.block):
         return False
     failure.block = tb.lines + failure.block
     failure.adopted = True
+    failure.adopted_from = tb.key if sibling else None
     if failure.mention:
         failure.snapshot = (
             tb.snapshot
