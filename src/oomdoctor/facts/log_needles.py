@@ -121,6 +121,7 @@ def _scanner_needles() -> list[str] | None:
     needles += list(raw["card_names"]["hint"])
     needles += list(t.load_bars)
     needles += ["'eval_loss'", "'train_runtime'"]  # the dict keys other than the training loss
+    needles += list(s.NONFINITE_NEEDLES)
     patterns = [
         s.FILE_LINE.pattern,
         s.IPYTHON_FILE_LINE.pattern,

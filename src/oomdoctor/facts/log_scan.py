@@ -23,6 +23,10 @@ from oomdoctor.facts.log_text import split_prefix, strip_ansi
 _BAR_TAIL = re.compile(
     r"\[(?P<elapsed>\d+(?::\d{2}){1,2})<(?:\d+(?::\d{2}){1,2}|\?),\s*(?P<rate>\d+(?:\.\d+)?)(?P<unit>s/it|it/s)"
 )
+# A loss or gradient norm that is not a number ("'grad_norm': nan", "Loss: nan"): training diverged.
+NONFINITE = re.compile(r"(?:loss|Loss|grad_norm)'?\s?[:=]\s?'?(?:nan|-?inf)\b")
+# the literals every NONFINITE match holds (its regex's own literals, "loss", are in every progress line)
+NONFINITE_NEEDLES = (" nan", ":nan", "=nan", "'nan", " inf", ":inf", "=inf", "'inf", "-inf")
 # A bar's count right before its timing tail, the bar itself gone: "307/46384 [40:22<104:17:25,  8.15s/it]".
 _BARE_COUNT = re.compile(r"(?:^|\s)(?P<n>\d{1,9})/(?P<total>\d{1,9})\s*\[")
 # Training progress: two or more segments in a row that are bare bars (no description, no prefix) or training
@@ -235,6 +239,7 @@ class Run:
     last_loss: float | None = None
     eval_loss: float | None = None
     train_runtime_s: float | None = None
+    nonfinite_seen: bool = False  # a loss or grad_norm printed as nan / inf
 
 
 class LogScanner:
@@ -406,6 +411,8 @@ class LogScanner:
 
     def _progress_line(self, run: Run, text: str) -> bool:
         """A bar's tail, a notebook bar or a Trainer metrics dict; True when the line is read."""
+        if ("nan" in text or "inf" in text) and NONFINITE.search(text):
+            run.nonfinite_seen = True
         if ("s/it" in text or "it/s" in text) and "<" in text:
             self._bar_tail(text)
         if ", Epoch " in text:
@@ -708,6 +715,8 @@ class LogScanner:
         t = self.t
         for marker in t.markers:
             if not marker.pattern.search(text):
+                continue
+            if marker.after is not None and snap.context != marker.after:
                 continue
             if marker.setup:
                 run.setup_seen = True

@@ -55,6 +55,7 @@ class Marker:
     setup: bool
     pattern: re.Pattern[str]
     why: LocalText
+    after: str | None = None  # counts only when the run's context is this one (e.g. after_train)
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ def tables() -> Tables:
             setup=bool(m.get("setup", False)),
             pattern=re.compile(m["pattern"]),
             why=_why(m),
+            after=m.get("after"),
         )
         for m in raw["markers"]
     )
