@@ -89,3 +89,16 @@ def test_error_lines_are_no_mentions() -> None:
         assert f.oom and f.good_steps is None, line
     # the same tail after a sentence: the traceback's state is the failure's
     assert parse_log_text("We keep getting CUDA out of memory here\n" + tail + "\n").good_steps == 50
+
+
+def test_a_chinese_sentence_naming_the_oom_is_a_mention_too() -> None:
+    tail = "\n".join(
+        [
+            " 35%|███▌      | 700/2000 [1:10:00<2:10:00,  6.00s/it]",
+            "Traceback (most recent call last):",
+            '  File "train.py", line 88, in main',
+            "    outputs = model(**batch)",
+        ]
+    )
+    f = parse_log_text("训练到一半就报 CUDA out of memory,日志如下\n" + tail + "\n")
+    assert f.oom and f.good_steps == 700 and f.phase == "long_sample"

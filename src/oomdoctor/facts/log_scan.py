@@ -905,12 +905,18 @@ def _is_mention(form: OomForm, text: str) -> bool:
     m = _OOM_WORDS.search(text)
     if m is None:
         return False
-    words = _WORD.findall(text[: m.start()])
-    return len(words) >= 3 and not any(w in _ERROR_WORDS or w.endswith(("Error", "Exception")) for w in words)
+    before = text[: m.start()]
+    words = _WORD.findall(before)
+    if any(w in _ERROR_WORDS or w.endswith(("Error", "Exception")) for w in words):
+        return False
+    return (
+        len(words) >= 3 or len(_CJK.findall(before)) >= 2
+    )  # a Chinese sentence: "训练到一半报 CUDA out of memory"
 
 
 _OOM_WORDS = re.compile(r"(?:[\w.]*\.)?OutOfMemoryError|(?:CUDA|HIP|NPU|XPU) (?:[Ee]rror: )?out of memory")
 _WORD = re.compile(r"[A-Za-z]+")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
 _ERROR_WORDS = frozenset({"FAILED", "ERROR", "E", "CRITICAL", "WARNING", "WARN", "Traceback", "raise"})
 
 
