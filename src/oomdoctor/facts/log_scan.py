@@ -401,9 +401,8 @@ class LogScanner:
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1
             if failure.message.rstrip().endswith(":") and "out of memory" in text:
-                failure.message = (
-                    failure.message.rstrip() + " " + text.strip()
-                )  # a header alone, then its words
+                # the header alone on its line ("torch.OutOfMemoryError:"), then its words
+                failure.message = failure.message.rstrip() + " " + text.strip()
             elif "Tried to allocate" not in text and (
                 "GPU" in text or "capacity" in text or "PyTorch" in text or "Process" in text
             ):
@@ -909,9 +908,8 @@ def _is_mention(form: OomForm, text: str) -> bool:
     words = _WORD.findall(before)
     if any(w in _ERROR_WORDS or w.endswith(("Error", "Exception")) for w in words):
         return False
-    return (
-        len(words) >= 3 or len(_CJK.findall(before)) >= 2
-    )  # a Chinese sentence: "训练到一半报 CUDA out of memory"
+    # a Chinese sentence counts by its characters: "训练到一半报 CUDA out of memory"
+    return len(words) >= 3 or len(_CJK.findall(before)) >= 2
 
 
 _OOM_WORDS = re.compile(r"(?:[\w.]*\.)?OutOfMemoryError|(?:CUDA|HIP|NPU|XPU) (?:[Ee]rror: )?out of memory")
@@ -941,7 +939,6 @@ def _adopt(failure: Failure, tb: _Traceback, *, sibling: bool = False) -> bool:
     failure.adopted = True
     failure.adopted_from = tb.key if sibling else None
     if failure.mention:
-        failure.snapshot = (
-            tb.snapshot
-        )  # the run's state when its traceback began, not when it was talked about
+        # the run's state when its traceback began, not when the reporter talked about it
+        failure.snapshot = tb.snapshot
     return True
