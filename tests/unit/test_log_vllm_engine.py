@@ -63,3 +63,26 @@ def test_wake_up_in_a_code_line_alone_places_it() -> None:
         ]
     )
     assert parse_log_text(log + "\n").phase == "load"
+
+
+def test_vllm_engine_without_room_for_its_kv_cache_is_a_gpu_failure_while_loading() -> None:
+    log = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3/site-packages/trl/trainer/grpo_trainer.py", line 612, in __init__',
+            "    self.llm = LLM(",
+            '  File "/usr/lib/python3/site-packages/vllm/engine/llm_engine.py", line 276, in __init__',
+            "    self._initialize_kv_caches()",
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine.",
+        ]
+    )
+    f = parse_log_text(log + "\n")
+    assert f.oom and f.ran_out_of == "gpu" and f.phase == "load" and f.other_error is None
+    # another ValueError of vLLM's set-up is not memory
+    other = parse_log_text("ValueError: Unknown quantization method: fp5. Must be one of ['awq', 'gptq'].\n")
+    assert not other.oom and other.other_error
+
+
+def test_hip_runtime_out_of_memory_is_a_gpu_oom() -> None:
+    assert parse_log_text("RuntimeError: HIP error: out of memory\n").ran_out_of == "gpu"
