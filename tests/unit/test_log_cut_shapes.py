@@ -103,3 +103,16 @@ def test_a_frame_glued_after_python_s_repeat_note_is_still_a_frame() -> None:
 def test_module_apply_on_bare_source_lines_is_moving_the_weights() -> None:
     log = "    module._apply(fn)\n    param_applied = fn(param)\ntorch.OutOfMemoryError: " + WORDS + "\n"
     assert parse_log_text(log).phase == "load"
+
+
+def test_a_rank_s_log_line_does_not_claim_an_unprefixed_traceback() -> None:
+    log = "\n".join(
+        [
+            '  File "/venv/lib/python3.12/site-packages/transformers/trainer.py", line 2555, in _inner_training_loop',
+            "    tr_loss_step = self.training_step(model, inputs, num_items_in_batch)",
+            "[rank1]: [INFO|trainer.py:2414] 2025-01-02 10:00:00,000 >> Saving model checkpoint to out/checkpoint-10",
+            "torch.OutOfMemoryError: " + WORDS,
+        ]
+    )
+    f = parse_log_text(log + "\n")
+    assert f.oom and "_inner_training_loop" in f.frames and f.rank is None

@@ -434,7 +434,7 @@ class LogScanner:
             run.last_content_was_traceback = True
             return True
         frame = match_frame_line(text)
-        if key and key not in run.open_tracebacks:
+        if key and key not in run.open_tracebacks and (frame is not None or text[:1].isspace()):
             self._claim_unprefixed(run, key)
         if frame is not None:
             frame_tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
