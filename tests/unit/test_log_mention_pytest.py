@@ -102,3 +102,15 @@ def test_a_chinese_sentence_naming_the_oom_is_a_mention_too() -> None:
     )
     f = parse_log_text("训练到一半就报 CUDA out of memory,日志如下\n" + tail + "\n")
     assert f.oom and f.good_steps == 700 and f.phase == "long_sample"
+
+
+def test_a_mention_alone_takes_the_state_the_pasted_log_ends_in() -> None:
+    log = "\n".join(
+        [
+            "We keep getting CUDA out of memory around this point, log below",
+            "***** Running training *****",
+            " 30%|███       | 600/2000 [1:00:00<2:20:00,  6.00s/it]",
+        ]
+    )
+    f = parse_log_text(log + "\n")
+    assert f.oom and f.good_steps == 600 and f.phase == "long_sample"

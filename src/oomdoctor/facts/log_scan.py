@@ -330,6 +330,9 @@ class LogScanner:
         for tb in sorted(run.open_tracebacks.values(), key=lambda t: t.seq):
             if run.failure is None or run.failure.cut or _adopt(run.failure, tb):
                 break
+        if run.failure is not None and run.failure.mention and not run.failure.adopted:
+            # only the reporter's words say it ran out: the log they pasted shows how far the run had come
+            run.failure.snapshot = replace(run.snap)
         if run.failure is None and self.last_failed is not None:
             return self.last_failed, self.runs_seen
         return run, self.runs_seen
@@ -885,8 +888,9 @@ class LogScanner:
             run.failure.host = key[5:]
 
     def _restart_if_failed(self) -> bool:
-        """A new run starts in the same file: keep the failed one, start over."""
-        if self.run.failure is None:
+        """A new run starts in the same file: keep the failed one, start over (a reporter's sentence naming
+        the OOM is no failed run: the log pasted after it is the run it speaks of)."""
+        if self.run.failure is None or self.run.failure.mention:
             return False
         self.last_failed = self.run
         self.run = Run()
