@@ -664,6 +664,8 @@ class LogScanner:
         if "train_runtime" in values:
             run.train_runtime_s = values["train_runtime"]
             self._set_context("after_train", text.strip(), None)
+        elif "step" in text and self.t.step_counter_any is not None and self.t.step_counter_any.search(text):
+            self._step_counter(text)  # ms-swift's dicts carry 'global_step/max_steps': '10/100'
         return True
 
     def _set_context(self, context: str, line: str, why: dict[str, str] | None) -> None:
