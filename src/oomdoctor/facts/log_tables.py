@@ -63,6 +63,7 @@ class Marker:
     setup: bool
     pattern: re.Pattern[str]
     why: Text
+    after: str | None = None  # counts only when the run's context is this one (e.g. after_train)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,8 @@ class Tables:
     zero_stage_any: re.Pattern[str]
     output_dir_logs: tuple[str, ...]
     trainer_log: str
+    step_counters: tuple[re.Pattern[str], ...] = ()  # other trainers' step lines: groups n (done) and total
+    step_counter_any: re.Pattern[str] | None = None
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
 
@@ -148,6 +151,7 @@ def tables() -> Tables:
             setup=bool(m.get("setup", False)),
             pattern=lazy(m["pattern"]),
             why=_why(m),
+            after=m.get("after"),
         )
         for m in raw["markers"]
     )
@@ -175,5 +179,9 @@ def tables() -> Tables:
         zero_stage_any=_any_of([z["pattern"] for z in raw["zero_stage"]["lines"]]),
         output_dir_logs=tuple(raw["output_dir_logs"]),
         trainer_log=str(raw["trainer_log"]),
+        step_counters=tuple(re.compile(c["pattern"]) for c in raw.get("step_counters") or ()),
+        step_counter_any=_any_of([c["pattern"] for c in raw["step_counters"]])
+        if raw.get("step_counters")
+        else None,
         raw=raw,
     )
