@@ -14,7 +14,11 @@ from oomdoctor.facts.types import PHASES
 
 RAW = tables().raw
 FORM_EXAMPLES = [(f["kind"], e) for f in RAW["oom_forms"] for e in f.get("examples", [])]
-MARKER_EXAMPLES = [(m.get("context") or "setup", e) for m in RAW["markers"] for e in m.get("examples", [])]
+MARKER_EXAMPLES = [
+    (m.get("context") or ("setup" if m.get("setup") else "sharding"), e)
+    for m in RAW["markers"]
+    for e in m.get("examples", [])
+]
 # a marker that counts only after another context (``after``) is fed a line of that context first
 AFTER = {m["examples"][0]: m["after"] for m in RAW["markers"] if m.get("after")}
 PRIMER = {"after_train": "{'train_runtime': 12.5, 'train_loss': 1.1, 'epoch': 1.0}"}
@@ -42,6 +46,8 @@ def test_marker_example_sets_its_context(context: str, line: str) -> None:
     run, _ = scanner.result()
     if context == "setup":
         assert run.setup_seen
+    elif context == "sharding":
+        assert run.fsdp_seen and run.snap.context is None
     else:
         assert run.snap.context == context
 

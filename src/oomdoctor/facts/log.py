@@ -409,6 +409,8 @@ def _banner_facts(f: LogFacts, run: Run) -> None:
     f.train_runtime_s = run.train_runtime_s
     f.stopped_in = run.snap.context
     f.nonfinite_seen = run.nonfinite_seen
+    f.stopped_on_warning = run.snap.context_warned
+    f.fsdp_seen = run.fsdp_seen
     f.warnings = list(run.warnings)
     f.alloc_retries = run.alloc_retries + run.alloc_retries_max
 

@@ -156,6 +156,7 @@ class Snapshot:
     context: str | None = None  # load / train / eval / save / after_train / zero_init
     context_line: str | None = None  # the line that set it
     context_why: Text | None = None
+    context_warned: bool = False  # that line is a warning from the phase's own code (marker ``warns``)
     train_steps: int | None = None  # last "n" of the Trainer's train bar: completed optimizer steps
     train_bar: str | None = None  # that bar as printed, for evidence
     train_steps_estimated: bool = False  # train_steps comes from a bar's elapsed time and rate, not its count
@@ -244,6 +245,7 @@ class Run:
     eval_loss: float | None = None
     train_runtime_s: float | None = None
     nonfinite_seen: bool = False  # a loss or grad_norm printed as nan / inf
+    fsdp_seen: bool = False  # a line shows FSDP sharding the run (marker ``sharding: fsdp``)
 
 
 class LogScanner:
@@ -279,6 +281,8 @@ class LogScanner:
                 kept.append((at, body[at : body.index("}", at) + 1]))
             self.feed_lines([line for _, line in sorted(dict(kept).items())])
             self.run.snap.loss_dicts += max(0, dicts - 1)
+            if ("nan" in body or "inf" in body) and NONFINITE.search(body):
+                self.run.nonfinite_seen = True  # a diverged step among the lines left out above
             pos = run.end()
         self.feed_lines(text[pos:].splitlines())
 
@@ -677,6 +681,7 @@ class LogScanner:
         snap.context = context
         snap.context_line = line[:200]
         snap.context_why = why
+        snap.context_warned = False
 
     def _markers(self, text: str) -> None:
         t = self.t
@@ -726,6 +731,10 @@ class LogScanner:
                 continue
             if marker.after is not None and snap.context != marker.after:
                 continue
+            if marker.sharding == "fsdp":
+                run.fsdp_seen = True
+            if marker.context is None and not marker.setup:
+                continue  # it only shows what shards the run
             if marker.setup:
                 run.setup_seen = True
                 run.setup_line = run.setup_line or text.strip()[:200]
@@ -740,6 +749,7 @@ class LogScanner:
             elif marker.context == "eval" and snap.training_started:
                 snap.eval_started = True
             self._set_context(str(marker.context), text.strip(), marker.why)
+            snap.context_warned = marker.warns
             return
 
     def _allocator_warning(self, text: str) -> None:

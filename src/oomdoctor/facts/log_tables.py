@@ -64,6 +64,8 @@ class Marker:
     pattern: re.Pattern[str]
     why: Text
     after: str | None = None  # counts only when the run's context is this one (e.g. after_train)
+    warns: bool = False  # the line is a warning from that phase's own code (the phase was in trouble there)
+    sharding: str | None = None  # the line shows what shards the run (fsdp), with or without a context
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,8 @@ def tables() -> Tables:
             pattern=lazy(m["pattern"]),
             why=_why(m),
             after=m.get("after"),
+            warns=bool(m.get("warns", False)),
+            sharding=m.get("sharding"),
         )
         for m in raw["markers"]
     )

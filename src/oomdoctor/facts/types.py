@@ -196,6 +196,9 @@ class LogFacts:
     # None when no marker was seen; with no failure, what the run was doing when the log stops
     stopped_in: str | None = None
     nonfinite_seen: bool = False  # a loss or grad_norm printed as nan / inf (training diverged)
+    # that last marker is a warning from the phase's own code (FSDP's state-dict warnings in a save)
+    stopped_on_warning: bool = False
+    fsdp_seen: bool = False  # a line shows FSDP sharding the run (its state-dict warnings, its class name)
     vram_allocated_gib: float | None = None  # RECORD_VRAM peak from trainer_log.jsonl
     vram_reserved_gib: float | None = None
     bytes_read: int = 0

@@ -208,7 +208,7 @@ def sharded_by(config: ConfigFacts | None, log: LogFacts | None, env: Mapping[st
         return "deepspeed"
     if config is not None and (setting(config, "fsdp") or setting(config, "fsdp_config")):
         return "fsdp"
-    if log is not None and FSDP_FRAMES.intersection(log.frames):
+    if log is not None and (log.fsdp_seen or FSDP_FRAMES.intersection(log.frames)):
         return "fsdp"
     if uses_ray(config, env):
         return "ray"

@@ -71,7 +71,7 @@ def _log_stop(facts: Facts) -> list[Finding]:
     if stop is None:
         return []
     known = stop.step is not None and stop.total is not None
-    fid = f"log_stops_{stop.where}" if known or stop.where == "load" else "log_stops_steps_unknown"
+    fid = f"log_stops_{stop.where}" if known or stop.where in ("load", "save") else "log_stops_steps_unknown"
     out = finding(fid, "warning", step=stop.step, total=stop.total)
     if stop.next_kind is not None:
         out += per_language(

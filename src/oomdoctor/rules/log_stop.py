@@ -8,8 +8,11 @@ stops and asks, and names the save or evaluation the config schedules right afte
 likely place (asked, never asserted).
 
 A log that ends with its own reason is left alone: another error (NCCL timeout, illegal memory access), a
-loss that is no longer a number (a NaN run keeps logging), or the Trainer's end-of-training summary
-(``train_runtime``), after which the run finished by itself. A last loss of exactly 0 counts as a NaN run.
+loss that is no longer a number anywhere in it (a NaN run keeps logging, and its last loss may be normal again),
+or the Trainer's end-of-training summary (``train_runtime``), after which the run finished by itself, unless the
+log's last line is a warning from the final save's own code (an FSDP state-dict warning after the summary): then
+it stopped in that save.
+A last loss of exactly 0 counts as a NaN run.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ TRAINER_LOG_NAME = "trainer_log.jsonl"
 @dataclass(frozen=True)
 class LogStop:
     """Where the log stops: ``where`` load (weights loading or loaded, no training step yet) / train (inside
-    the training steps) / train_end (every step done, no end-of-training summary yet); the last completed
+    the training steps) / train_end (every step done, no end-of-training summary yet) / save (its last lines
+    are a save's, e.g. the final save after the summary); the last completed
     step and the total; the save or evaluation the config runs next, when it is right after that step."""
 
     where: str
@@ -45,7 +49,11 @@ def log_stop(config: ConfigFacts | None, log: LogFacts | None) -> LogStop | None
     """The log's stop when it shows a run under way and no error line of any kind; None otherwise."""
     if log is None or log.oom or log.traceback_cut or log.other_error:
         return None
-    if log.train_runtime_s is not None or _broken_loss(log.last_loss) or _not_finite(log.eval_loss):
+    if log.nonfinite_seen or _broken_loss(log.last_loss) or _not_finite(log.eval_loss):
+        return None
+    if log.train_runtime_s is not None:
+        if log.stopped_in == "save" and log.stopped_on_warning:
+            return LogStop("save", log.good_steps, log.total_steps)  # the final save warned, then nothing
         return None
     where = _where(log)
     if where is None:
