@@ -269,6 +269,13 @@ class _Decision:
             self._set("unknown", "low")
             ev.append(text("log_ev_bar_finished", bar=snap.train_bar or ""))
             return
+        if self.any_steps and good is not None and 0 < good <= self.t.early_steps:
+            # the first update allocates the optimizer state; a script's counter may count micro-batches:
+            # so few steps cannot tell the first full step from a longer batch
+            self._set("unknown", "low")
+            self.res.candidates = ["first_batch", "long_sample"]
+            ev.append(text("log_ev_early_steps", n=good, bar=snap.train_bar or ""))
+            return
         if self.any_steps:
             self._set("long_sample", "high")
             if good and snap.train_steps_estimated and good == snap.train_steps:

@@ -104,6 +104,7 @@ class Tables:
     trainer_log: str
     step_counters: tuple[re.Pattern[str], ...] = ()  # other trainers' step lines: groups n (done) and total
     step_counter_any: re.Pattern[str] | None = None
+    early_steps: int = 0  # completed steps up to which an OOM's phase is asked (first_batch or long_sample)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
 
@@ -187,5 +188,6 @@ def tables() -> Tables:
         step_counter_any=_any_of([c["pattern"] for c in raw["step_counters"]])
         if raw.get("step_counters")
         else None,
+        early_steps=int(raw.get("early_steps") or 0),
         raw=raw,
     )
