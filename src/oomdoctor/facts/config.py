@@ -460,9 +460,25 @@ def config_from_mapping(
         use_unsloth_gc=c.flag("use_unsloth_gc"),
         output_dir=c.text("output_dir"),
         do_train=c.flag("do_train"),
-        evaluation_only=c.given("task") or (c.flag("do_predict") and not c.flag("do_train")),
+        evaluation_only=_evaluation_only(c, do_eval),
+        freeze_vision_tower=c.flag("freeze_vision_tower") if c.given("freeze_vision_tower") else True,
+        written_keys=frozenset(str(k) for k in raw),
         unknown_keys=unknown,
     )
+
+
+def _evaluation_only(c: _Coerce, do_eval: bool) -> bool:
+    """The config runs no training step (``ConfigFacts.evaluation_only``): `llamafactory-cli eval` arguments,
+    do_predict without do_train, or generation-based prediction (``predict_with_generate``, which
+    LLaMA-Factory's SFT only runs in evaluation and prediction) or do_eval with training written off."""
+    if c.given("task") or (c.flag("do_predict") and not c.flag("do_train")):
+        return True
+    if c.flag("do_train"):
+        return False
+    if c.raw.get("predict_with_generate") is True:
+        return True
+    evaluates = do_eval or c.raw.get("do_eval") is True or c.raw.get("do_predict") is True
+    return c.raw.get("do_train") is False and evaluates
 
 
 # The largest value each count can sensibly hold: a micro-batch of a million samples, a million

@@ -123,9 +123,12 @@ class ConfigFacts:
     unknown_keys: list[str] = field(default_factory=list)  # kept and reported, never fatal
     deepspeed_path: str | None = None  # absolute path of the DeepSpeed JSON that was read, if any
     do_train: bool = False  # do_train as written (LLaMA-Factory's default is False)
-    # An evaluation-only run: `llamafactory-cli eval` arguments (task/n_shot) or do_predict without do_train.
-    # Anything that runs out after loading in such a run runs out in the eval phase.
+    # A run with no training step: `llamafactory-cli eval` arguments (task/n_shot), do_predict without do_train,
+    # predict_with_generate without do_train (SFT generates only when evaluating or predicting), or do_train
+    # written false beside do_eval / do_predict. Anything that runs out after loading runs out in the eval phase.
     evaluation_only: bool = False
+    freeze_vision_tower: bool = True  # as settled (LLaMA-Factory's default freezes a multimodal vision tower)
+    written_keys: frozenset[str] = frozenset()  # the keys the file sets (empty: no config written at all)
 
     @property
     def effective_batch(self) -> int:

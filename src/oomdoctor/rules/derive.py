@@ -149,18 +149,8 @@ def _weights_exceed_card(facts: Facts) -> bool:
 
 
 def evaluation_only(config: ConfigFacts) -> bool:
-    """The config runs no training step: an evaluation-only run as the config reader tells it (``llamafactory-cli
-    eval`` arguments, do_predict without do_train), or generation-based prediction (``predict_with_generate``,
-    which LLaMA-Factory's SFT only runs in evaluation and prediction) or do_eval with training written off."""
-    if config.evaluation_only:
-        return True
-    if config.do_train:
-        return False
-    raw = config.raw
-    if raw.get("predict_with_generate") is True:
-        return True
-    evaluates = config.do_eval or raw.get("do_eval") is True or raw.get("do_predict") is True
-    return raw.get("do_train") is False and evaluates
+    """The config runs no training step, as the config reader settles it (``ConfigFacts.evaluation_only``)."""
+    return config.evaluation_only
 
 
 def _bare_logits_request(facts: Facts) -> bool:
@@ -392,7 +382,7 @@ def _finetuning_type(facts: Facts, phase: str) -> str | None:
             and log.requested_mib >= ADAPTER_OPTIMIZER_REQUEST_MAX_MIB
         ):
             return "full"
-    if config is not None and not config.raw and phase == "optimizer_step":
+    if config is not None and not config.written_keys and phase == "optimizer_step":
         return (
             None  # no config written at all: LLaMA-Factory's default (lora) is no evidence against the step's
         )

@@ -334,7 +334,7 @@ def _vision_tokens(facts: Facts) -> list[Finding]:
     vt = vision_tokens(config, facts.model)
     if config is None or vt is None:
         return []
-    trained = config.raw.get("freeze_vision_tower") is False
+    trained = not config.freeze_vision_tower
 
     def fields(lang: Lang) -> dict[str, Any]:
         extra = []
