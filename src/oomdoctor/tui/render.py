@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oomdoctor.i18n import Lang, pick
+from oomdoctor.i18n import Lang, msg, pick
 from oomdoctor.tui.strings import TEXTS, t
 
 if TYPE_CHECKING:
@@ -83,10 +83,16 @@ def term_name(term: str, lang: Lang) -> str:
 
 def oom_summary(diagnosis: Diagnosis | None, facts: Facts | None, lang: Lang, *, short: bool = False) -> str:
     """Where memory ran out, what filled it, and the numbers from the OOM message (``short``: without the
-    reserved-but-unallocated figure, for the banner)."""
+    reserved-but-unallocated figure, for the banner). A log with no error line (a traceback cut before it, a
+    run that stops) says so, as the report's first line does, never "no OOM"."""
     if facts is not None and facts.log is None:
         return t("oom_no_log", lang)
     if diagnosis is None or not diagnosis.oom:
+        ids = [f.id for f in diagnosis.findings] if diagnosis is not None else []
+        if "no_error_line" in ids:
+            return msg("r_no_error_line", lang)
+        if any(i.startswith("log_stops_") for i in ids):
+            return msg("r_log_stops", lang)
         return t("oom_none", lang)
     parts = [t("oom_at", lang, phase=phase_name(diagnosis.phase, lang))]
     if diagnosis.step is not None:
