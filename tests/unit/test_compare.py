@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from oomdoctor.errors import BadInput
+from oomdoctor.report.table import width
 from oomdoctor.trial import compare as compare_module
 from oomdoctor.trial.compare import compare_configs, compare_trials, field_effects, review_mappings
 
@@ -99,9 +100,9 @@ def test_course_comparison_numbers(course_trials: list[Path]) -> None:
 def test_table_columns_line_up_in_chinese(course_trials: list[Path]) -> None:
     lines = compare_trials(course_trials).render("zh").splitlines()
     header, rule = lines[1], lines[2]
-    assert compare_module._width(header) <= compare_module._width(rule) + 2
-    positions = {compare_module._width(line[: line.index("300.54")]) for line in lines if "300.54" in line}
-    header_pos = compare_module._width(header[: header.index("整次耗时")])
+    assert width(header) <= width(rule) + 2
+    positions = {width(line[: line.index("300.54")]) for line in lines if "300.54" in line}
+    header_pos = width(header[: header.index("整次耗时")])
     assert positions == {header_pos}
 
 

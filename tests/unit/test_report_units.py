@@ -17,7 +17,7 @@ NOT_A_NUMBER = [None, math.nan, math.inf, -math.inf]
 def test_a_missing_or_non_finite_value_is_a_dash_in_every_formatter(value: float | None) -> None:
     shown = [
         units.number(value), units.mib(value), units.gib(value), units.size(value), units.count(value),
-        units.percent(value), units.seconds(value), units.duration(value),
+        units.percent(value), units.watts(value), units.seconds(value), units.duration(value),
     ]  # fmt: skip
     assert shown == [units.DASH] * len(shown)
 
@@ -112,6 +112,8 @@ def test_percent_and_seconds_carry_their_unit() -> None:
     assert units.percent(37.4) == "37%"
     assert units.percent(37.46, 1) == "37.5%"
     assert units.percent(0) == "0%"
+    assert units.watts(251.6) == "252 W"
+    assert units.watts(1500) == "1,500 W"
     assert units.seconds(41.3) == "41.30 s"
     assert units.seconds(-1.5, signed=True) == "-1.50 s"
     assert units.seconds(1234.5, 1) == "1,234.5 s"

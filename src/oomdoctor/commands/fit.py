@@ -42,7 +42,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def table(result: FitResult, lang: Lang) -> list[str]:
     """What was tried, one row per probe."""
-    from oomdoctor.trial.compare import _table
+    from oomdoctor.report import units
+    from oomdoctor.report.table import table as text_table
 
     headers = [msg(f"fit_h_{k}", lang) for k in ("try", "batch", "acc", "eval", "effective", "predicted",
                                                   "measured", "outcome")]  # fmt: skip
@@ -53,9 +54,10 @@ def table(result: FitResult, lang: Lang) -> list[str]:
             "fit_failed_at", lang, milestone=msg(f"milestone_{tried.failed_milestone}", lang)
             if tried.failed_milestone else tried.outcome)  # fmt: skip
         rows.append([str(n), str(c.micro_batch), str(c.accumulation), str(c.eval_batch),
-                     str(c.micro_batch * c.accumulation * result.world_size), f"{c.predicted_mib:,.0f}",
-                     "-" if tried.peak_mib is None else f"{tried.peak_mib:,.0f}", outcome])  # fmt: skip
-    return _table(headers, rows)
+                     str(c.micro_batch * c.accumulation * result.world_size),
+                     units.mib(c.predicted_mib, unit=False), units.mib(tried.peak_mib, unit=False),
+                     outcome])  # fmt: skip
+    return text_table(headers, rows)
 
 
 def report(result: FitResult, lang: Lang) -> list[str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from oomdoctor.commands._inputs import int_in, number_in
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK
 from oomdoctor.i18n import Lang, help_text, msg
+from oomdoctor.report import units
 
 if TYPE_CHECKING:
     from oomdoctor.trial.runner import TrialProgress, TrialResult
@@ -156,14 +157,14 @@ def summary(result: TrialResult, lang: Lang) -> list[str]:
                 samples=r["samples"],
             )  # fmt: skip
         )
-    lines.append(msg("trial_wall", lang, wall=r["wall_s"], runtime=_or_dash(r["train_runtime_s"], "{:.2f}")))
+    lines.append(msg("trial_wall", lang, wall=r["wall_s"], runtime=units.number(r["train_runtime_s"], 2)))
     lines.append(
         msg(
             "trial_steps",
             lang,
             done=r["steps_done"],
             total=r["total_steps"] or r["steps_requested"],
-            eval_loss=_or_dash(r["eval_loss"], "{:.4f}"),
+            eval_loss=units.number(r["eval_loss"], 4),
             checkpoint=(r["checkpoints"] or ["-"])[-1],
         )  # fmt: skip
     )
@@ -188,7 +189,7 @@ def milestone_lines(record: dict[str, Any], lang: Lang) -> list[str]:
     lines = [msg("probe_milestones", lang)]
     for mark in marks:
         name = msg(f"milestone_{mark['name']}", lang)
-        peak = _or_dash(mark.get("peak_mib"), "{:,.0f}")
+        peak = units.mib(mark.get("peak_mib"), unit=False)
         if mark.get("passed") is None:
             lines.append(msg("probe_milestone_na", lang, name=name))
         elif mark["passed"]:
@@ -204,10 +205,6 @@ def milestone_lines(record: dict[str, Any], lang: Lang) -> list[str]:
         lines.append(msg("cal_written", lang, fitted=calibration["text"][lang], constants=constants,
                          path=calibration.get("file", "-")))  # fmt: skip
     return lines
-
-
-def _or_dash(value: Any, fmt: str) -> str:
-    return "-" if value is None else fmt.format(value)
 
 
 def run(args: argparse.Namespace) -> int:

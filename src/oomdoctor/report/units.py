@@ -99,6 +99,12 @@ def percent(value_pct: float | None, digits: int = 0, *, missing: str = DASH) ->
     return text if text == missing else f"{text}%"
 
 
+def watts(value_w: float | None, *, missing: str = DASH) -> str:
+    """Power drawn, whole watts: ``251.6`` -> ``252 W``."""
+    text = number(value_w, missing=missing)
+    return text if text == missing else f"{text} W"
+
+
 def seconds(value_s: float | None, digits: int = 2, *, signed: bool = False, missing: str = DASH) -> str:
     """Seconds as a number with its unit: ``41.3`` -> ``41.30 s``."""
     text = number(value_s, digits, signed=signed, missing=missing)
