@@ -60,6 +60,7 @@ def test_number_without_its_commas_is_the_rounded_value(value: float) -> None:
 def test_mib_and_gib_write_the_unit_unless_the_column_has_it() -> None:
     assert units.mib(3963 / 4) == "991 MiB"
     assert units.mib(12345, unit=False) == "12,345"
+    assert units.mib(0.5, digits=1) == "0.5 MiB"
     assert units.gib(2375.7) == "2.32 GiB"
     assert units.gib(420, digits=2) == "0.41 GiB"
     assert units.gib(-6358, signed=True, unit=False) == "-6.21"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from oomdoctor.facts.types import LogFacts
+from oomdoctor.report import units
 
 # A CUDA context with cuBLAS/cuDNN workspaces: about 0.3-1 GiB; NCCL buffers add to it on multi-GPU jobs.
 CUDA_CONTEXT_MAX_MIB = 1536.0
@@ -247,7 +248,8 @@ def reserve_is_real(
 
 # ---------------------------------------------------------------------------------------------- as text
 def _m(value: float | None) -> str:
-    return "?" if value is None else f"{value:,.0f}"
+    """MiB in the account's line: whole, "?" when unknown (as the JSON has always had it)."""
+    return units.mib(value, unit=False, missing="?")
 
 
 def _others_text(acc: Account) -> dict[str, str]:

@@ -44,9 +44,17 @@ def number(value: float | None, digits: int = 0, *, signed: bool = False, missin
     return f"{v:{'+' if signed else ''},.{digits}f}"
 
 
-def mib(value_mib: float | None, *, unit: bool = True, signed: bool = False, missing: str = DASH) -> str:
-    """Whole MiB: ``12,346 MiB`` (``unit=False``: ``12,346``, for a column headed MiB)."""
-    text = number(value_mib, 0, signed=signed, missing=missing)
+def mib(
+    value_mib: float | None,
+    *,
+    digits: int = 0,
+    unit: bool = True,
+    signed: bool = False,
+    missing: str = DASH,
+) -> str:
+    """Whole MiB: ``12,346 MiB`` (``unit=False``: ``12,346``, for a column headed MiB; ``digits=1`` for a
+    file's size, ``0.5 MiB``)."""
+    text = number(value_mib, digits, signed=signed, missing=missing)
     return f"{text} MiB" if unit and text != missing else text
 
 

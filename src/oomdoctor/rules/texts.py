@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oomdoctor.report import units
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import PLACEHOLDER
 from oomdoctor.rules.nodes import LocalText
@@ -30,7 +31,7 @@ def show(value: Any, spec: str | None = None) -> str:
 
 def mib_text(value: float | None) -> str:
     """MiB as findings print them: whole, with thousands separators; "?" when unknown."""
-    return "?" if value is None else f"{round(value):,}"
+    return units.mib(value, unit=False, missing="?")
 
 
 def render(text: LocalText, facts: Facts, changes: dict[str, list[Any]]) -> dict[str, str]:
