@@ -131,3 +131,22 @@ def test_duration_is_a_clock(value_s: float, text: str) -> None:
 
 def test_a_bool_is_not_a_number() -> None:
     assert units.number(True) == units.DASH  # type: ignore[arg-type]
+
+
+def _loaded_after(statement: str) -> set[str]:
+    import json
+    import subprocess
+    import sys
+
+    code = f"import sys, json\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return {m.split(".")[0] for m in json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+def test_the_presentation_layer_is_light_to_import() -> None:
+    """units needs the standard library alone; table adds rich's width tables, never textual or pydantic."""
+    bare = _loaded_after("pass")
+    assert _loaded_after("import oomdoctor.report.units") - bare <= {"oomdoctor", "__future__", "math"}
+    table = _loaded_after("import oomdoctor.report.table") - bare
+    assert "rich" in table
+    assert not table & {"textual", "pydantic", "yaml", "torch"}
