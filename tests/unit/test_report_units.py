@@ -150,3 +150,12 @@ def test_the_presentation_layer_is_light_to_import() -> None:
     table = _loaded_after("import oomdoctor.report.table") - bare
     assert "rich" in table
     assert not table & {"textual", "pydantic", "yaml", "torch"}
+
+
+@pytest.mark.parametrize(
+    ("used", "total", "bar"),
+    [(50, 100, "[|||||     ]"), (200, 100, "[||||||||||]"), (None, 100, "[          ]"), (50, 0, "[          ]"),
+     (-5, 100, "[          ]"), (math.nan, 100, "[          ]"), (0.4, 100, "[          ]"), (96, 100, "[||||||||||]")],
+)  # fmt: skip
+def test_meter_is_never_longer_than_its_width(used: float | None, total: float, bar: str) -> None:
+    assert units.meter(used, total, width=10) == bar

@@ -50,7 +50,13 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
         value = _parse_int(text)
         if value is None or not low <= value <= high:
             raise argparse.ArgumentTypeError(
-                msg("arg_int_range", None, low=units.number(low), high=units.number(high), value=one_line(text))
+                msg(
+                    "arg_int_range",
+                    None,
+                    low=units.number(low),
+                    high=units.number(high),
+                    value=one_line(text),
+                )
             )
         return value
 

@@ -23,9 +23,9 @@ from typing import Any, TextIO
 from oomdoctor.commands._inputs import int_in, number_in
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK, BadInput
 from oomdoctor.i18n import Lang, help_text, msg
+from oomdoctor.report.units import meter as bar
 
 CLEAR = "\x1b[H\x1b[2J"
-BAR_WIDTH = 30
 MIB = 1024 * 1024
 
 
@@ -101,13 +101,6 @@ def read_frame(source: Any) -> dict[str, Any]:
         "gpus": gpus,
         "host": {"memory_used_mib": (vm.total - vm.available) / MIB, "memory_total_mib": vm.total / MIB},
     }
-
-
-def bar(used: float | None, total: float | None, width: int = BAR_WIDTH) -> str:
-    if not used or not total:
-        return "[" + " " * width + "]"
-    filled = min(width, round(width * used / total))
-    return "[" + "|" * filled + " " * (width - filled) + "]"
 
 
 def render_frame(

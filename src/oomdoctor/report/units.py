@@ -17,6 +17,7 @@ MIB_PER_GIB = 1024
 # From here on a number has more digits than anyone reads (1e18 MiB is a million exbibytes): it is written
 # in scientific notation, so a line stays a line.
 HUGE = 1e18
+METER_WIDTH = 30
 # The suffixes of a large count (parameters, tokens), largest first.
 _COUNT_UNITS = (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3))
 
@@ -117,6 +118,15 @@ def seconds(value_s: float | None, digits: int = 2, *, signed: bool = False, mis
     """Seconds as a number with its unit: ``41.3`` -> ``41.30 s``."""
     text = number(value_s, digits, signed=signed, missing=missing)
     return text if text == missing else f"{text} s"
+
+
+def meter(used: float | None, total: float | None, width: int = METER_WIDTH) -> str:
+    """``used`` of ``total`` as a bar of ``width`` cells, ``[|||||     ]``; empty when either is unknown,
+    full (never longer) when ``used`` is over ``total``."""
+    u, t = _finite(used), _finite(total)
+    share = u / t if u is not None and t is not None and u > 0 and t > 0 else 0.0
+    filled = min(width, round(width * share))
+    return "[" + "|" * filled + " " * (width - filled) + "]"
 
 
 def duration(value_s: float | None, *, missing: str = DASH) -> str:

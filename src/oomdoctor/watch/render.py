@@ -6,14 +6,8 @@ from typing import Any
 
 from oomdoctor.i18n import Lang, msg
 from oomdoctor.report.units import duration as _eta
+from oomdoctor.report.units import meter as _bar
 from oomdoctor.report.units import number as _num
-
-BAR_WIDTH = 30
-
-
-def _bar(used: float, total: float, width: int = BAR_WIDTH) -> str:
-    filled = min(width, max(0, round(width * used / total))) if total > 0 else 0
-    return "[" + "|" * filled + " " * (width - filled) + "]"
 
 
 def _pool_lines(pool: dict[str, Any], lang: Lang) -> list[str]:
