@@ -10,8 +10,9 @@ from typing import Any
 import yaml
 
 from functional.tui_helpers import ScriptedTrial, fixed_clock, screen_text
+from oomdoctor.demo import demo_paths
 from oomdoctor.tui.app import OomDoctorApp
-from oomdoctor.tui.factory import build_app, demo_paths
+from oomdoctor.tui.factory import build_app
 from oomdoctor.tui.screens import ApplyScreen, MainScreen
 from oomdoctor.tui.widgets import QuestionPanel
 

@@ -11,8 +11,9 @@ import pytest
 
 from functional.tui_helpers import CONFIG_TEXT, OOM_LOG_TEXT, ScriptedTrial, fixed_clock, screen_text
 from oomdoctor.cli import main
+from oomdoctor.demo import demo_paths
 from oomdoctor.tui.app import OomDoctorApp
-from oomdoctor.tui.factory import build_app, demo_paths
+from oomdoctor.tui.factory import build_app
 from oomdoctor.tui.screens import MainScreen, PickerScreen
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,7 @@ CORE = (
     "oomdoctor.estimate",
     "oomdoctor.patch",
     "oomdoctor.trial",
+    "oomdoctor.demo",
 )
 
 
@@ -63,4 +65,33 @@ def test_import_linter_contract_is_kept() -> None:
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([str(lint)], cwd=root, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-2000:]
-    assert out.returncode == 0 and "2 kept, 0 broken" in out.stdout  # headless core; the layers
+    # the headless core; the floors of the house; the floors of the app (tui)
+    assert "3 kept, 0 broken" in out.stdout
+
+
+def _tui_graph() -> Any:
+    """Every import of the package as grimp (import-linter's graph library) reads it, imports inside
+    functions and under ``TYPE_CHECKING`` included."""
+    grimp = pytest.importorskip("grimp", reason="grimp comes with import-linter (dev extra)")
+    return grimp.build_graph("oomdoctor", cache_dir=None)
+
+
+def test_no_import_cycle_inside_the_tui() -> None:
+    """No module of the app imports, directly or through others, a module that imports it back."""
+    graph = _tui_graph()
+    tui = sorted(m for m in graph.find_descendants("oomdoctor.tui"))
+    assert len(tui) > 10, tui  # the app's modules were found
+    cycles = [
+        (module, imported)
+        for module in tui
+        for imported in sorted(graph.find_modules_directly_imported_by(module))
+        if imported.startswith("oomdoctor.tui.") and graph.chain_exists(imported=module, importer=imported)
+    ]
+    assert cycles == []
+
+
+def test_only_the_factory_imports_the_app() -> None:
+    """Screens and widgets ask the app for work by messages: none imports it, not even for a type."""
+    graph = _tui_graph()
+    importers = graph.find_modules_that_directly_import("oomdoctor.tui.app")
+    assert {m for m in importers if m.startswith("oomdoctor.tui.")} == {"oomdoctor.tui.factory"}

@@ -3,7 +3,9 @@
 The app owns every blocking call (scanning the folder, reading files, diagnosing, writing a patch,
 running a trial) as a thread worker that reports back only by posting a past-tense message; one
 ``Worker.StateChanged`` handler turns any failure into an error dialog with a one-line message.
-Screens are views over ``self.session``. Build it with ``oomdoctor.tui.factory.build_app``.
+Screens are views over ``self.session`` (read through ``tui.base.DoctorHost``) and ask for work by posting
+the request messages of ``tui.messages``, handled here; no screen imports this module. Build it with
+``oomdoctor.tui.factory.build_app``.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from oomdoctor.errors import BadInput
 from oomdoctor.i18n import in_lang
+from oomdoctor.tui import messages
+from oomdoctor.tui.base import DoctorScreen
 from oomdoctor.tui.bindings import localize_bindings
-from oomdoctor.tui.screens import DoctorScreen, ErrorScreen, MainScreen, PickerScreen
+from oomdoctor.tui.screens import ErrorScreen, MainScreen, PickerScreen
 from oomdoctor.tui.session import HistoryEntry, Session, TrialFeed, facts_with_lengths
 from oomdoctor.tui.strings import t
 from oomdoctor.tui.widgets import QuestionPanel
@@ -590,15 +594,49 @@ class OomDoctorApp(App[int]):
         config = feed.out_dir / "config.yaml"
         self.open_run(config if config.is_file() else feed.entry.config_path, log if log.is_file() else None)
 
-    def gpu_reason(self) -> str | None:
-        """Why there is no GPU, in the interface language, when the GPU source can say it in one language
-        (``GpuFacts.reason`` holds both, for JSON). Asked only after the facts were read, so NVML has
-        already been tried: this never starts NVML on the UI thread."""
-        facts = self.session.facts
-        if facts is None or facts.gpu is None or facts.gpu.available:
-            return None
-        reason_in = getattr(self.gpu_source, "reason_in", None)
-        return reason_in(self.session.lang) if callable(reason_in) else None
+    # Requests from the screens (oomdoctor.tui.messages) -----------------------------------------------------
+    @on(messages.ApplyRequested)
+    def _apply_requested(self, event: messages.ApplyRequested) -> None:
+        self.write_patch(event.proposal, event.folder)
+
+    @on(messages.TrialRequested)
+    def _trial_requested(self, event: messages.TrialRequested) -> None:
+        self.ask_trial(event.entry)
+
+    @on(messages.ProposalStepped)
+    async def _proposal_stepped(self, event: messages.ProposalStepped) -> None:
+        self.session.next_proposal(step=event.step)
+        await self.main_screen.refresh_view()
+
+    @on(messages.MeasureRequested)
+    def _measure_requested(self) -> None:
+        self.measure_lengths()
+
+    @on(messages.MeasureCancelRequested)
+    def _measure_cancel_requested(self) -> None:
+        self.cancel_measuring()
+
+    @on(messages.CompareRequested)
+    def _compare_requested(self) -> None:
+        from oomdoctor.tui.comparison import ComparisonScreen
+
+        self.push_screen(ComparisonScreen())
+
+    @on(messages.RunsRequested)
+    def _runs_requested(self) -> None:
+        self.show_picker()
+
+    @on(messages.TrialStopRequested)
+    def _trial_stop_requested(self) -> None:
+        self.stop_trial()
+
+    @on(messages.TrialRediagnoseRequested)
+    def _trial_rediagnose_requested(self, event: messages.TrialRediagnoseRequested) -> None:
+        self.rediagnose_trial(event.feed)
+
+    @on(messages.DiagnoseRequested)
+    def _diagnose_requested(self, event: messages.DiagnoseRequested) -> None:
+        self.open_run(event.config, event.log, watch=False)
 
     # App actions -----------------------------------------------------------------------------------------------
     async def action_toggle_lang(self) -> None:

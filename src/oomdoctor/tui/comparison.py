@@ -24,8 +24,8 @@ from textual.widgets import Footer, Static
 
 from oomdoctor.i18n import MESSAGES, Lang, msg, pick
 from oomdoctor.report import units
+from oomdoctor.tui.base import BACK_KEYS, DoctorScreen
 from oomdoctor.tui.render import change_summary
-from oomdoctor.tui.screens import BACK_KEYS, DoctorScreen
 from oomdoctor.tui.strings import t
 
 if TYPE_CHECKING:

@@ -8,34 +8,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oomdoctor.demo import demo_known, demo_paths
 from oomdoctor.i18n import Lang, default_lang
-from oomdoctor.resources import configs_dir
 
 if TYPE_CHECKING:
     from oomdoctor.facts.gpu import GpuSource
     from oomdoctor.tui.app import Clock, OomDoctorApp, TrialLauncher
 
-# The bundled demo case: the course config and a log of its out-of-memory run.
-DEMO_CONFIG = "keywords_clean_train.yaml"
-DEMO_LOG = "demo/train.log"
-# The course measured the real lengths of its data (chapter 30): the demo knows them as the user would.
-DEMO_LENGTHS = "demo/lengths.json"
 # Update steps of a short trial: the same as ``oomdoctor trial``'s default, so trials started here and
 # there compare (compare_trials flags trials run for different step counts). The trial sets eval and save
 # steps to this number, so every phase is passed once.
 DEFAULT_TRIAL_STEPS = 50
 # What run_trial starts by default ("llamafactory-cli train"): checked before a trial from the app.
 LAUNCHER_PROGRAM = "llamafactory-cli"
-
-
-def demo_paths() -> tuple[Path, Path]:
-    base = configs_dir()
-    return base / DEMO_CONFIG, base / DEMO_LOG
-
-
-def demo_known() -> dict[str, Any]:
-    """What the demo's user knows beyond the files (``api.gather`` keywords)."""
-    return {"lengths_file": configs_dir() / DEMO_LENGTHS}
 
 
 def build_app(

@@ -16,7 +16,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen, Screen
 from textual.widgets import (
     Button,
     Checkbox,
@@ -32,8 +31,10 @@ from textual.widgets import (
 
 from oomdoctor.discover import display_path
 from oomdoctor.i18n import Lang, pick
-from oomdoctor.tui.bindings import localize_bindings
+from oomdoctor.tui import messages
+from oomdoctor.tui.base import BACK_KEYS, DoctorModal, DoctorScreen
 from oomdoctor.tui.render import diff_lines, display_command
+from oomdoctor.tui.session import gpu_reason
 from oomdoctor.tui.strings import t
 from oomdoctor.tui.widgets import (
     MAX_ANSWERS,
@@ -49,56 +50,6 @@ from oomdoctor.tui.widgets import (
 
 if TYPE_CHECKING:
     from oomdoctor.diagnosis import Finding, Proposal
-    from oomdoctor.tui.app import OomDoctorApp
-
-
-class DoctorScreen(Screen[None]):
-    """A screen that knows the oomdoctor app, re-labels its footer and re-renders on a language switch."""
-
-    @property
-    def doctor(self) -> OomDoctorApp:
-        return cast("OomDoctorApp", self.app)
-
-    @property
-    def lang(self) -> Lang:
-        return self.doctor.session.lang
-
-    def on_mount(self) -> None:
-        localize_bindings(self, self.lang)
-
-    async def relabel(self) -> None:
-        """Called by the app after a language switch."""
-        localize_bindings(self, self.lang)
-        await self.refresh_view()
-        self.refresh_bindings()
-
-    async def refresh_view(self) -> None:  # pragma: no cover - every screen overrides it
-        return None
-
-
-# Keys that go back or close without Esc: a browser terminal (JupyterLab) takes focus from the terminal
-# on a second Esc, and the next key is lost.
-BACK_KEYS = "b,backspace"
-
-
-class DoctorModal(ModalScreen[object]):
-    """A dialog; Escape closes it without a result, and so do b and Backspace (keys a browser leaves to
-    the terminal) in dialogs without a text field."""
-
-    BINDINGS = [
-        Binding("escape", "close", "Close", id="close", tooltip="Close this window", show=False),
-        Binding(BACK_KEYS, "close", "Close", id="close", tooltip="Close this window"),
-    ]
-
-    @property
-    def lang(self) -> Lang:
-        return cast("OomDoctorApp", self.app).session.lang
-
-    def on_mount(self) -> None:
-        localize_bindings(self, self.lang)
-
-    def action_close(self) -> None:
-        self.dismiss(None)
 
 
 # ------------------------------------------------------------------------------------------------ picker
@@ -141,6 +92,8 @@ class PickerScreen(DoctorScreen):
         self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
+        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+            return
         session = self.doctor.session
         lang = self.lang
         self.query_one("#picker-title", Static).update(
@@ -191,7 +144,7 @@ class PickerScreen(DoctorScreen):
 
     @on(Button.Pressed, "#picker-demo")
     def action_demo(self) -> None:
-        from oomdoctor.tui.factory import demo_paths
+        from oomdoctor.demo import demo_paths
 
         config, log = demo_paths()
         self.post_message(self.RunPicked(config, log, is_demo=True))
@@ -268,6 +221,8 @@ class MainScreen(DoctorScreen):
         self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
+        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+            return
         session = self.doctor.session
         lang = self.lang
         tabs = self.query_one("#tabs", TabbedContent)
@@ -275,7 +230,7 @@ class MainScreen(DoctorScreen):
             tabs.get_tab(pane_id).label = Text(t(f"tab_{pane_id}", lang))  # Text: "[f]" is not markup
         self.query_one(RunHeader).show(session, lang)
         self.query_one(OomBanner).show(session, lang)
-        self.query_one(FactsView).show(session, lang, gpu_reason=self.doctor.gpu_reason())
+        self.query_one(FactsView).show(session, lang, gpu_reason=gpu_reason(session, self.doctor.gpu_source))
         panel = self.query_one(QuestionPanel)
         pending = session.pending_questions
         if pending and session.diagnosis is not None:
@@ -304,6 +259,8 @@ class MainScreen(DoctorScreen):
     def show_measuring(self) -> None:
         """The measuring line: what is happening and how far; hidden when nothing is being measured.
         Called for every (coalesced) progress report, so it touches only the line itself."""
+        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+            return
         session = self.doctor.session
         status = self.query_one("#measure-status", Horizontal)
         status.display = session.measuring
@@ -353,22 +310,20 @@ class MainScreen(DoctorScreen):
     def action_skip_question(self) -> None:
         self.query_one(QuestionPanel).skip()
 
-    async def action_next_proposal(self) -> None:
-        self.doctor.session.next_proposal()
-        await self.refresh_view()
+    def action_next_proposal(self) -> None:
+        self.post_message(messages.ProposalStepped(1))
 
-    async def action_previous_proposal(self) -> None:
-        self.doctor.session.next_proposal(step=-1)
-        await self.refresh_view()
+    def action_previous_proposal(self) -> None:
+        self.post_message(messages.ProposalStepped(-1))
 
     def action_show_tab(self, pane_id: str) -> None:
         self.query_one("#tabs", TabbedContent).active = pane_id
 
     def action_measure_lengths(self) -> None:
-        self.doctor.measure_lengths()
+        self.post_message(messages.MeasureRequested())
 
     def action_cancel_measure(self) -> None:
-        self.doctor.cancel_measuring()
+        self.post_message(messages.MeasureCancelRequested())
 
     def action_apply(self) -> None:
         session = self.doctor.session
@@ -376,7 +331,7 @@ class MainScreen(DoctorScreen):
         if session.apply_enabled() is not True or proposal is None:
             return
         if session.proposal_measures:  # advice to measure: measure, there is nothing to write
-            self.doctor.measure_lengths()
+            self.post_message(messages.MeasureRequested())
             return
         from oomdoctor.discover import suggest_trial_folder
 
@@ -385,7 +340,7 @@ class MainScreen(DoctorScreen):
 
         def written(folder: object) -> None:
             if isinstance(folder, Path):
-                self.doctor.write_patch(proposal, folder)
+                self.post_message(messages.ApplyRequested(proposal, folder))
 
         self.app.push_screen(ApplyScreen(suggested, already=same), written)
 
@@ -407,15 +362,13 @@ class MainScreen(DoctorScreen):
         if session.patch is not None:
             entry = session.entry_for(session.patch.folder)
             if entry is not None:
-                self.doctor.ask_trial(entry)
+                self.post_message(messages.TrialRequested(entry))
 
     def action_runs(self) -> None:
-        self.doctor.show_picker()
+        self.post_message(messages.RunsRequested())
 
     def action_compare(self) -> None:
-        from oomdoctor.tui.comparison import ComparisonScreen
-
-        self.app.push_screen(ComparisonScreen())
+        self.post_message(messages.CompareRequested())
 
 
 # ------------------------------------------------------------------------------------------------ dialogs
@@ -432,7 +385,7 @@ class ApplyScreen(DoctorModal):
 
     @property
     def cwd(self) -> Path:
-        return cast("OomDoctorApp", self.app).session.cwd
+        return self.doctor.session.cwd
 
     def compose(self) -> ComposeResult:
         lang = self.lang
@@ -636,7 +589,7 @@ class CommandScreen(DoctorModal):
 
     def compose(self) -> ComposeResult:
         lang = self.lang
-        cwd = cast("OomDoctorApp", self.app).session.cwd
+        cwd = self.doctor.session.cwd
         with Vertical(id="command-dialog", classes="dialog"):
             yield Static(Text(t("command_title", lang), style="bold"))
             yield Static(ShellCommand(display_command(self.command, cwd)), id="command-box")

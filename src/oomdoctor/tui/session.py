@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oomdoctor.demo import demo_known
 from oomdoctor.i18n import Lang
-from oomdoctor.tui.factory import demo_known
 from oomdoctor.tui.render import proposals_of
 
 if TYPE_CHECKING:
@@ -251,6 +251,18 @@ def facts_with_lengths(facts: Facts, data: DataFacts) -> Facts:
     """The same readings with measured lengths, assembled again: the estimate is rebuilt on them (on the
     card the facts settled) and the derived facts follow."""
     return facts.with_data(data)
+
+
+def gpu_reason(session: Session, gpu_source: object) -> str | None:
+    """Why there is no GPU, in the interface language, when the GPU source can say it in one language
+    (``GpuFacts.reason`` holds both, for JSON). Asked only after the facts were read, so NVML has
+    already been tried: this never starts NVML on the UI thread."""
+    facts = session.facts
+    if facts is None or facts.gpu is None or facts.gpu.available:
+        return None
+    reason_in = getattr(gpu_source, "reason_in", None)
+    reason = reason_in(session.lang) if callable(reason_in) else None
+    return str(reason) if reason is not None else None
 
 
 TRIAL_HISTORY_SAMPLES = 600  # what the charts can show: 2 minutes at 200 ms

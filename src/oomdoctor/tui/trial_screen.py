@@ -17,10 +17,12 @@ from textual.widgets import Footer, Static
 from oomdoctor.discover import display_path
 from oomdoctor.patch.writer import COMMAND_NAME
 from oomdoctor.report import units
+from oomdoctor.tui import messages
+from oomdoctor.tui.base import BACK_KEYS, DoctorScreen
 from oomdoctor.tui.charts import LINE_COLOURS, MARK_NAMES, MemoryChart
 from oomdoctor.tui.comparison import ComparisonView, baseline_row
 from oomdoctor.tui.render import busiest_reading, fmt_gib, trial_outcome_line
-from oomdoctor.tui.screens import BACK_KEYS, CommandScreen, DoctorScreen
+from oomdoctor.tui.screens import CommandScreen
 from oomdoctor.tui.strings import t
 from oomdoctor.tui.widgets import LevelChart
 
@@ -85,6 +87,8 @@ class TrialScreen(DoctorScreen):
 
     def update_from_feed(self, *, full: bool = False) -> None:
         """Redraw from the feed; called for coalesced sample/line messages, so read everything new."""
+        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+            return
         feed = self.feed
         lang = self.lang
         cwd = self.doctor.session.cwd
@@ -257,13 +261,13 @@ class TrialScreen(DoctorScreen):
 
     def action_stop(self) -> None:
         self.feed.stopping = True
-        self.doctor.stop_trial()
+        self.post_message(messages.TrialStopRequested())
         self.update_from_feed()
 
     def action_rediagnose(self) -> None:
         if self.feed.failed:
+            self.app.post_message(messages.TrialRediagnoseRequested(self.feed))  # this screen leaves
             self.app.pop_screen()
-            self.doctor.rediagnose_trial(self.feed)
 
     def action_back(self) -> None:
         if self.feed.done:

@@ -22,7 +22,8 @@ from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from oomdoctor.report import units
-from oomdoctor.tui.screens import DoctorScreen
+from oomdoctor.tui import messages
+from oomdoctor.tui.base import DoctorScreen
 from oomdoctor.tui.strings import t
 
 HISTORY_POINTS = 600  # ten minutes at the default rate
@@ -212,8 +213,8 @@ class WatchScreen(DoctorScreen):
     def action_diagnose(self) -> None:
         """Open the log in the diagnosis view (proposals, patch, trial)."""
         self._stop.set()
+        self.app.post_message(messages.DiagnoseRequested(self.config, self.log_path))  # this screen leaves
         self.dismiss()
-        self.doctor.open_run(self.config, self.log_path, watch=False)
 
     def action_back(self) -> None:
         self._stop.set()
