@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import re
 import sys
 import unicodedata
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from typing import Any
 from oomdoctor import __version__
 from oomdoctor.errors import EXIT_BAD_INPUT, BadInput, one_line
 from oomdoctor.i18n import LANGS, Lang, default_lang, help_text, msg, set_help_lang
+from oomdoctor.lazyre import lazy
 
 # Each verb's one-line help, (English, Chinese); ``--help`` shows the user's language.
 VERBS: dict[str, tuple[str, str]] = {
@@ -49,7 +49,7 @@ VERBS: dict[str, tuple[str, str]] = {
 
 # A Chinese character takes two terminal columns, and Chinese puts no spaces between words: argparse's
 # textwrap would count each as one column and leave whole clauses unbroken.
-_WIDE_OR_WORD = re.compile(
+_WIDE_OR_WORD = lazy(
     r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+|\s+"
 )
 _NO_LINE_START = set(",。、;:!?)》」』")
@@ -88,8 +88,29 @@ def wrap_columns(text: str, width: int) -> list[str]:
     return lines
 
 
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns`` (``$COLUMNS``, else the terminal's, else 80), without importing
+    shutil: argparse would, and with it the archive modules shutil loads, on every start."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 class _Formatter(argparse.HelpFormatter):
     """argparse's help layout, wrapped by terminal columns so Chinese help lines fit the terminal."""
+
+    def __init__(
+        self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None
+    ) -> None:
+        width = _terminal_columns() - 2 if width is None else width  # as argparse sizes it
+        super().__init__(prog, indent_increment, max_help_position, width)
 
     def _split_lines(self, text: str, width: int) -> list[str]:
         return wrap_columns(text, width)
@@ -150,10 +171,13 @@ def verb_from_argv(argv: Sequence[str]) -> str | None:
     return None
 
 
-def build_parser(lang: Lang | None = None, *, verb: str | None = None) -> argparse.ArgumentParser:
+def build_parser(
+    lang: Lang | None = None, *, verb: str | None = None, verbs_only: bool = False
+) -> argparse.ArgumentParser:
     """The command line, its help texts in ``lang`` (None: the environment's, as ``oomdoctor`` without
     --lang). With ``verb``, only that verb's arguments are registered (every verb still has its entry), so
-    a command imports just the one module it runs."""
+    a command imports just the one module it runs; with ``verbs_only``, none are (the top-level help,
+    ``--version``, the app opened without a verb: each reads only the verb list)."""
     set_help_lang(lang or default_lang())
     parser = _Parser(
         prog="oomdoctor",
@@ -176,7 +200,7 @@ def build_parser(lang: Lang | None = None, *, verb: str | None = None) -> argpar
         p = sub.add_parser(name, help=summary, description=summary)
         p.add_argument("--lang", choices=list(LANGS), default=argparse.SUPPRESS, help=_lang_help())
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_debug_help())
-        if verb is None or name == verb:
+        if not verbs_only and (verb is None or name == verb):
             importlib.import_module(f"oomdoctor.commands.{name}").register(p)
     return parser
 
@@ -216,11 +240,11 @@ def crash_line(err: BaseException) -> str:
 
 
 def _run(words: list[str]) -> int:
-    args = build_parser(lang_from_argv(words), verb=verb_from_argv(words)).parse_args(words)
+    verb = verb_from_argv(words)
+    args = build_parser(lang_from_argv(words), verb=verb, verbs_only=verb is None).parse_args(words)
     if args.lang is None:
         args.lang = default_lang()
-    verb = args.verb or "tui"
-    module = importlib.import_module(f"oomdoctor.commands.{verb}")
+    module = importlib.import_module(f"oomdoctor.commands.{args.verb or 'tui'}")
     return int(module.run(args))
 
 

@@ -19,7 +19,6 @@ Logs are read by ``facts.log`` from their end; they do not pass here.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -354,6 +353,8 @@ def iter_csv_rows(
     """The rows of a CSV file, its header first, streamed through one ``csv.reader``: BadInput for a line
     over ``max_line`` bytes, more than ``max_rows`` rows after the header, or text that is not UTF-8.
     Nothing is held but the current line."""
+    import csv  # only a CSV reader needs it
+
     p = Path(path)
     with open_regular(p, what=what, max_bytes=max_bytes or MAX_BYTES["csv"]) as f:
         reader = csv.reader(_bounded_lines(f, p, max_line))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +78,51 @@ def write(kind: str, key: str, payload: Any) -> bool:
     except OSError:
         return False
     return True
+
+
+def kept_json(kind: str, parts: Iterable[tuple[str, bytes]], build: Callable[[], Any]) -> Any:
+    """What ``build()`` gives for these named contents: read back from the entry kept for them, else built
+    now and kept when it comes back from JSON unchanged (a date, a set or a NaN would not: such a value is
+    built every time). A mapping with keys other than strings (``2: offload_optimizer``) is kept as its
+    items. ``build`` raising keeps nothing."""
+    key = content_key(kind, parts)
+    cached = read(kind, key)
+    if isinstance(cached, dict) and "data" in cached:
+        return _from_json(cached["data"]) if cached.get("items") else cached["data"]
+    value = build()
+    encoded = _to_json(value)
+    if _survives_json(encoded, value):
+        write(kind, key, {"items": encoded != value, "data": encoded})
+    return value
+
+
+# JSON keys are strings; a mapping with other keys is kept as its items under this key.
+_ITEMS = "\u0000items"
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            return {k: _to_json(v) for k, v in value.items()}
+        return {_ITEMS: [[k, _to_json(v)] for k, v in value.items()]}
+    if isinstance(value, list):
+        return [_to_json(v) for v in value]
+    return value
+
+
+def _from_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        if _ITEMS in value:
+            return {k: _from_json(v) for k, v in value[_ITEMS]}
+        return {k: _from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    return value
+
+
+def _survives_json(encoded: Any, value: Any) -> bool:
+    """Only what comes back unchanged is kept."""
+    try:
+        return bool(_from_json(json.loads(json.dumps(encoded))) == value)
+    except (TypeError, ValueError):
+        return False

@@ -337,6 +337,8 @@ def _setting(config: ConfigFacts, model: ModelFacts, k: dict[str, Any]) -> _Sett
 
 @dataclass(slots=True)
 class _Lengths:
+    """The sequence lengths the estimate pads to, and where each comes from."""
+
     padded_len: int
     padded_source: str
     micro_batch: int
@@ -510,6 +512,8 @@ def _plain_state(st: _Setting, trainable: int, frozen: float, opt_state: float, 
 
 @dataclass(slots=True)
 class _Activations:
+    """Activation memory per term, in MiB."""
+
     attention: str
     stored: float  # kept for backward (checkpoints, or every layer's saved tensors)
     layer: float  # one layer's saved tensors (recomputed in backward under checkpointing)
@@ -571,6 +575,8 @@ def _activations(st: _Setting, lengths: _Lengths, trainable_set: set[str]) -> _A
 
 @dataclass(slots=True)
 class _Peaks:
+    """The peak of each phase, in MiB."""
+
     misc: float
     train: float  # the training phase: max(forward/backward, optimizer step)
     eval_extra: float
@@ -641,6 +647,8 @@ def _reserved(st: _Setting, held: _State, act: _Activations, peaks: _Peaks) -> t
 
 @dataclass(slots=True)
 class _Fit:
+    """Whether the peak fits the card, and by how much."""
+
     fits: bool | None = None
     headroom: float | None = None
     allocated_fits: bool | None = None

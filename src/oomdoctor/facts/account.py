@@ -49,6 +49,8 @@ class Listed:
 
 @dataclass(frozen=True)
 class Account:
+    """Where the card's memory was when the allocation failed, as the OOM message accounts for it."""
+
     capacity_mib: float
     free_mib: float
     allocated_mib: float | None  # PyTorch's live tensors

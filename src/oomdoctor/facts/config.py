@@ -13,19 +13,21 @@ import dataclasses
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from oomdoctor import inputs
+from oomdoctor import inputs, usercache
 from oomdoctor.datafiles import load_data_mapping
 from oomdoctor.errors import BadInput, one_line
 from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import msg
 
+if TYPE_CHECKING:
+    import yaml
+
 _KNOWLEDGE_FILE = Path(__file__).with_name("lf_defaults.yaml")
+_CONFIG_KIND = "config-v1"
 _SNIFF_BYTES = 8192
 
 
@@ -74,12 +76,25 @@ def load_yaml_mapping(path: str | os.PathLike[str]) -> dict[str, Any]:
     is not a YAML mapping."""
     p = Path(path)
     shown = one_line(p)
-    raw = inputs.load_yaml(read_config_text(p), path=shown)
+    text = read_config_text(p)
+    raw = _parsed(text, lambda: inputs.load_yaml(text, path=shown))
     if raw is None:
         raise BadInput(msg("config_empty", None, path=shown))
     if not isinstance(raw, dict):
         raise BadInput(msg("yaml_not_mapping", None, path=shown))
     return {str(k): v for k, v in raw.items()}
+
+
+def _parsed(text: str, parse: Callable[[], Any]) -> Any:
+    """``parse()``, read back from the user cache when this same text was parsed before: a start then needs
+    no YAML parser (importing PyYAML alone costs more than the rest of reading a config). The key holds the
+    text and the input layer's code, whose bounds a kept parse has passed; only a parse that succeeded, and
+    comes back from JSON unchanged, is kept."""
+    try:
+        reader = Path(inputs.__file__).read_bytes()
+    except OSError:
+        return parse()
+    return usercache.kept_json(_CONFIG_KIND, [("config", text.encode("utf-8")), ("inputs", reader)], parse)
 
 
 def read_config(path: str | os.PathLike[str], *, world_size: int | None = None) -> ConfigFacts:

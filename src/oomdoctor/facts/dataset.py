@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -193,6 +192,8 @@ def _lf_counter(config: ConfigFacts) -> Iterator[_Counter]:
     data_kwargs.pop("media_dir", None)
     stage = config.stage if config.stage in ("pt", "sft", "rm", "ppo", "kto", "dpo") else "sft"
     stage_for_loader = "rm" if stage == "dpo" else stage
+
+    import tempfile  # here, not at the top: a start that measures nothing does not pay for it
 
     with tempfile.TemporaryDirectory(prefix="oomdoctor-lengths-") as scratch, _quiet():
         try:

@@ -17,28 +17,30 @@ from __future__ import annotations
 
 import re
 
+from oomdoctor.lazyre import lazy
+
 # Cheap test before the patterns below: the line names a launcher count at all.
-HINT = re.compile(r"nproc|NPROC|num[_-]gpus|num[_-]processes|Num processes|WORLD_SIZE|[Ww]orld[ _][Ss]ize")
+HINT = lazy(r"nproc|NPROC|num[_-]gpus|num[_-]processes|Num processes|WORLD_SIZE|[Ww]orld[ _][Ss]ize")
 # "--x 8", "--x=8", "'--x', '8'", "'X': '8'"; never two unbounded runs of spaces side by side (a hostile line
 # of spaces must not make the match quadratic)
 _SEP = r"""['"]?(?:\s*[=:,]\s*|\s+)['"]?"""
 # Counts are at most nine digits: a hostile 5,000-digit "number" is no count (and never reaches int()).
 # (per-node count, node count that multiplies it), most specific first
 _PER_NODE: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = (
-    (re.compile(rf"--nproc[_-]per[_-]node{_SEP}(\d{{1,9}})\b"), re.compile(rf"--nnodes{_SEP}(\d{{1,9}})\b")),
-    (re.compile(r"\bNPROC_PER_NODE=['\"]?(\d{1,9})\b"), re.compile(r"\bNNODES=['\"]?(\d{1,9})\b")),
-    (re.compile(rf"--num[_-]gpus{_SEP}(\d{{1,9}})\b"), re.compile(rf"--num[_-]nodes{_SEP}(\d{{1,9}})\b")),
+    (lazy(rf"--nproc[_-]per[_-]node{_SEP}(\d{{1,9}})\b"), lazy(rf"--nnodes{_SEP}(\d{{1,9}})\b")),
+    (lazy(r"\bNPROC_PER_NODE=['\"]?(\d{1,9})\b"), lazy(r"\bNNODES=['\"]?(\d{1,9})\b")),
+    (lazy(rf"--num[_-]gpus{_SEP}(\d{{1,9}})\b"), lazy(rf"--num[_-]nodes{_SEP}(\d{{1,9}})\b")),
 )
 _TOTAL: tuple[re.Pattern[str], ...] = (
-    re.compile(r"\bdist_world_size=(\d{1,9})\b"),
-    re.compile(rf"--num[_-]processes{_SEP}(\d{{1,9}})\b"),
-    re.compile(r"\bNum processes:\s*(\d{1,9})\b"),
-    re.compile(rf"\bWORLD_SIZE{_SEP}(\d{{1,9}})\b"),
-    re.compile(r"\bworld[ _]size\s*[:=]\s*(\d{1,9})\b", re.IGNORECASE),
-    re.compile(r"\bworld_size\s*\.{3,}\s*(\d{1,9})\b"),  # DeepSpeed's config dump: "world_size ...... 8"
+    lazy(r"\bdist_world_size=(\d{1,9})\b"),
+    lazy(rf"--num[_-]processes{_SEP}(\d{{1,9}})\b"),
+    lazy(r"\bNum processes:\s*(\d{1,9})\b"),
+    lazy(rf"\bWORLD_SIZE{_SEP}(\d{{1,9}})\b"),
+    lazy(r"\bworld[ _]size\s*[:=]\s*(\d{1,9})\b", re.IGNORECASE),
+    lazy(r"\bworld_size\s*\.{3,}\s*(\d{1,9})\b"),  # DeepSpeed's config dump: "world_size ...... 8"
 )
 # An elastic node range (--nnodes 1:2) leaves the count to the rendezvous: no count is stated.
-_ELASTIC = re.compile(rf"--nnodes{_SEP}\d{{1,9}}:\d{{1,9}}")
+_ELASTIC = lazy(rf"--nnodes{_SEP}\d{{1,9}}:\d{{1,9}}")
 
 
 def world_size_in(line: str) -> int | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import codecs
 import json
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -32,13 +31,14 @@ from oomdoctor.facts.log_window import DEFAULT_SIZES, WindowSizes
 from oomdoctor.facts.ranks import rank_report
 from oomdoctor.facts.types import LogFacts, OtherProcess
 from oomdoctor.i18n import msg
+from oomdoctor.lazyre import lazy
 
 DEFAULT_TAIL_BYTES = 16 * 1024**2  # hours of progress lines; bounds the reader's memory and time
 HEAD_BYTES = 1024**2  # the banner (batch sizes, world size) sits at the start of a big log
 STREAM_CHUNK_BYTES = 8 * 1024**2
 TRAINER_LOG_MAX_BYTES = 16 * 1024**2
 _SNIFF_BYTES = 64 * 1024
-_LINE_BREAK = re.compile(r"\r\n|[\r\n]")
+_LINE_BREAK = lazy(r"\r\n|[\r\n]")
 
 
 def read_log(path: str | os.PathLike[str], *, tail_bytes: int | None = DEFAULT_TAIL_BYTES) -> LogFacts:

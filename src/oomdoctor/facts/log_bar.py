@@ -9,17 +9,20 @@ looked at a bounded number of times.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from oomdoctor.lazyre import lazy
+
 # after "%|": the bar, "|", then "n/total" and the optional timing in brackets
-_REST = re.compile(r"[^|\n]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*(?:\[[^\]\n]*\])?")
+_REST = lazy(r"[^|\n]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*(?:\[[^\]\n]*\])?")
 MAX_COUNT_DIGITS = 18  # a count beyond this is not a training's (and int() refuses 4,300 digits)
 _DESC_STOP = "|\r\n"
 
 
 @dataclass(frozen=True)
 class Bar:
+    """A tqdm progress bar found in a line: where it is, its description and its count."""
+
     start: int
     end: int
     desc: str  # as the regex's group: everything before the percentage, trailing whitespace excluded

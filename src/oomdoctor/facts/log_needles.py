@@ -19,7 +19,7 @@ import functools
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 try:  # Python 3.11+
     from re import _constants as _c  # type: ignore[attr-defined]
@@ -143,28 +143,47 @@ def _scanner_needles() -> list[str] | None:
     return needles
 
 
+_KIND = "log-needles-v2"
+
+
 def _cached_needles() -> list[str] | None:
-    """The needles, derived once per content of the files they come from (kept in the user cache: parsing
-    some thirty regexes costs a start more than reading a small JSON entry)."""
+    """The needles (None: a regex has none)."""
+    return _needle_entry()[0]
+
+
+def _needle_entry() -> tuple[list[str] | None, list[bytes] | None]:
+    """The needles and the bytes searched for them (``needle_bytes``), derived once per content of the files
+    they come from and kept in the user cache: parsing some thirty regexes, and encoding the hints in GBK
+    (which loads the codec), cost a start more than reading a small JSON entry."""
     from oomdoctor import usercache
     from oomdoctor.facts import launcher, log_scan
     from oomdoctor.facts.log_tables import MARKERS_FILE
 
     sources = [Path(__file__), Path(log_scan.__file__), Path(launcher.__file__), MARKERS_FILE]
     try:
-        key = usercache.content_key("log-needles", [(p.name, p.read_bytes()) for p in sources])
+        key = usercache.content_key(_KIND, [(p.name, p.read_bytes()) for p in sources])
     except OSError:
-        return _scanner_needles()
-    cached = usercache.read("log-needles", key)
+        return _derived()
+    cached = usercache.read(_KIND, key)
     if isinstance(cached, dict) and "needles" in cached:
-        value = cached["needles"]
-        if value is None:
-            return None
-        if isinstance(value, list) and all(isinstance(x, str) for x in value):
-            return [str(x) for x in value]
+        needles, found = cached["needles"], cached.get("bytes")
+        if needles is None and found is None:
+            return None, None
+        if _strings(needles) and _strings(found):
+            return list(needles), [x.encode("latin-1") for x in found]
+    needles, found = _derived()
+    as_text = None if found is None else [b.decode("latin-1") for b in found]  # bytes as JSON strings
+    usercache.write(_KIND, key, {"needles": needles, "bytes": as_text})
+    return needles, found
+
+
+def _derived() -> tuple[list[str] | None, list[bytes] | None]:
     needles = _scanner_needles()
-    usercache.write("log-needles", key, {"needles": needles})
-    return needles
+    return needles, None if needles is None else needle_bytes(needles)
+
+
+def _strings(value: object) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
 @functools.lru_cache(maxsize=1)
@@ -172,10 +191,10 @@ def hit_pattern() -> Any | None:
     """One compiled search for every needle (on first use), with ``.search(buf, pos, endpos)``; None when a
     regex has no needles. RE2 (google-re2) runs a literal alternation as a DFA, several times faster than
     ``re`` on text where many bytes start a needle; ``re`` serves where RE2 is not installed."""
-    needles = _cached_needles()
-    if needles is None:
+    found = _needle_entry()[1]
+    if found is None:
         return None
-    pattern = b"|".join(re.escape(n) for n in needle_bytes(needles))
+    pattern = b"|".join(re.escape(n) for n in found)
     try:
         import re2
     except ImportError:

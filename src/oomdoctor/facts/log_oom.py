@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from oomdoctor.lazyre import lazy
+
 _UNIT_MIB = {
     "b": 1 / 1024**2,
     "byte": 1 / 1024**2,
@@ -49,6 +51,8 @@ def _one(pattern: str, text: str) -> float | None:
 
 @dataclass
 class OomNumbers:
+    """The sizes an out-of-memory message states, in MiB (None where it does not say)."""
+
     requested_mib: float | None = None
     capacity_mib: float | None = None
     free_mib: float | None = None
@@ -64,7 +68,7 @@ class OomNumbers:
 
 
 # One message header: "torch.cuda.OutOfMemoryError: CUDA out of memory", or "RuntimeError: CUDA out of memory".
-_NEXT_MESSAGE = re.compile(
+_NEXT_MESSAGE = lazy(
     r"OutOfMemoryError: (?:(?:CUDA|HIP|NPU|XPU) out of memory)?|(?:CUDA|HIP|NPU|XPU) out of memory"
 )
 

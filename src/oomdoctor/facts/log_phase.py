@@ -8,28 +8,30 @@ evidence (no progress line in a short excerpt) is marked ``low`` confidence.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from oomdoctor.facts.log_scan import FILE_LINE, FRAGMENT_LINE, Failure, Run, Snapshot, match_frame_line
 from oomdoctor.facts.log_tables import CodeRule, FrameRule, LocalText, Tables
 from oomdoctor.i18n import LANGS, MESSAGES
+from oomdoctor.lazyre import lazy
 
 # IPython marks the running line of a frame "----> 1 trainer.train()" / "-> 1539 return inner_training_loop("
 # among numbered context lines ("   1537     x = 1"), which are not what ran.
-_IPYTHON_RUNNING = re.compile(r"^\s*-*>\s*\d+\s(?P<code>.*)$")
-_IPYTHON_CONTEXT = re.compile(r"^\s+\d+\s")
-_SKIP_LINE = re.compile(
+_IPYTHON_RUNNING = lazy(r"^\s*-*>\s*\d+\s(?P<code>.*)$")
+_IPYTHON_CONTEXT = lazy(r"^\s+\d+\s")
+_SKIP_LINE = lazy(
     r"^\s*(?:Traceback \(most recent call last\)|During handling of the above exception|The above exception was"
     r"|\[\s*\.\.\.\s*\]|\.\.\.|[\^~]+)\s*:?\s*$"
 )
-_ERROR_TYPE = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\b")
+_ERROR_TYPE = lazy(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\b")
 TRAINING_PHASES = ("first_batch", "long_sample", "optimizer_step")
 
 
 @dataclass
 class Frame:
+    """One traceback frame: file, function and the source line shown."""
+
     path: str | None
     function: str | None
     code: str | None = None
@@ -37,6 +39,8 @@ class Frame:
 
 @dataclass
 class PhaseResult:
+    """The phase the failure happened in, how sure, and the lines that say so."""
+
     phase: str
     confidence: str  # "high" / "low"
     evidence: list[LocalText] = field(default_factory=list)
@@ -94,7 +98,7 @@ def parse_frames(block: list[str]) -> list[Frame]:
     return frames
 
 
-_CALL = re.compile(r"([A-Za-z_]\w*)\(")
+_CALL = lazy(r"([A-Za-z_]\w*)\(")
 
 
 def _logits_call(code: str) -> str | None:
@@ -107,7 +111,7 @@ def _logits_call(code: str) -> str | None:
     return next((name for name in reversed(_CALL.findall(code)) if name in known), None)
 
 
-_NOT_A_CALL = re.compile(r"^(?:\d+\s|(?:async\s+)?def\s|class\s)")
+_NOT_A_CALL = lazy(r"^(?:\d+\s|(?:async\s+)?def\s|class\s)")
 
 
 @lru_cache(maxsize=1)

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import re
 
+from oomdoctor.lazyre import lazy
+
 # The start of an OOM message, and the phrases its numbers end with (new format / old format).
-_OOM_START = re.compile(r"(?:CUDA|HIP|NPU|XPU) out of memory|OutOfMemoryError")
-_NUMBERS_END = re.compile(r"reserved by PyTorch but unallocated|reserved in total by PyTorch\)?|cached\)")
-_NUMBERS_START = re.compile(r"[Tt]ried to allocate|total capac")
+_OOM_START = lazy(r"(?:CUDA|HIP|NPU|XPU) out of memory|OutOfMemoryError")
+_NUMBERS_END = lazy(r"reserved by PyTorch but unallocated|reserved in total by PyTorch\)?|cached\)")
+_NUMBERS_START = lazy(r"[Tt]ried to allocate|total capac")
 # A line that begins something else: the message is over before it.
-_NEW_RECORD = re.compile(
+_NEW_RECORD = lazy(
     r"^\s*(?:Traceback \(most recent|File \"|\[(?:rank|default)\d+\]:|\d{4}-\d\d-\d\d[ T]\d|"
     r"\[(?:INFO|WARNING|ERROR|DEBUG)|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b:|W\d{4} |E\d{4} |I\d{4} )"
 )
@@ -88,27 +90,27 @@ _VOCAB = frozenset(
         "variables",
     ]
 )
-_NUMBER = re.compile(r"^\d[\d,]*(?:\.\d*)?$|^\.\d+$")
+_NUMBER = lazy(r"^\d[\d,]*(?:\.\d*)?$|^\.\d+$")
 
 # Two processes' identical headers interleaved: "torch.cudatorch.cuda..OutOfMemoryErrorOutOfMemoryError: : ".
-_DOUBLED_HEADER = re.compile(r"((?:torch\.)?(?:cuda)?)\1(\.?)\2(OutOfMemoryError)\3:\s*:\s*")
+_DOUBLED_HEADER = lazy(r"((?:torch\.)?(?:cuda)?)\1(\.?)\2(OutOfMemoryError)\3:\s*:\s*")
 # A second message header later in the same line (two processes, one line).
-_SECOND_HEADER = re.compile(
+_SECOND_HEADER = lazy(
     r"(?:(?:torch\.(?:cuda\.)?)?OutOfMemoryError: |RuntimeError: )?(?:CUDA|HIP|NPU|XPU) out of memory\. Tried"
 )
 # A warning that caught the OOM and prints it after "Error: " (FSDP's "Failed to clone() tensor ... Error: CUDA
 # out of memory ..."): the warning is a line of its own (a marker may read it), the message another.
-_WARNING_CAUGHT = re.compile(r"Warning: .*\bError: $")
+_WARNING_CAUGHT = lazy(r"Warning: .*\bError: $")
 # A launcher prefix in the middle of a line: another process's line started there.
-_MIDLINE_RANK = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
+_MIDLINE_RANK = lazy(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
 # A frame line behind a stray fragment of another process's line (".  File ...", "`  File ...").
-_FRAGMENT_BEFORE_FRAME = re.compile(r'^([^\w\s\[(]{1,3})(\s+File "[^"]+", line \d+, in )')
+_FRAGMENT_BEFORE_FRAME = lazy(r'^([^\w\s\[(]{1,3})(\s+File "[^"]+", line \d+, in )')
 # Colab prints a notebook's frames as links: "[/usr/lib/python3.10/site-packages/x.py](https://localhost:8080/#)
 # in f(a, b)". Rewritten into IPython's own form ("File x.py:0, in f(a, b)"; the "--> 781" line that follows
 # gives the running line) so the frame reader knows them.
-_COLAB_FRAME = re.compile(r"^\s*\[(?P<path>[^\]\s]+\.pyx?)\]\([^)]*\) in (?P<func>[\w.<>]+)(?P<rest>\(.*)?$")
+_COLAB_FRAME = lazy(r"^\s*\[(?P<path>[^\]\s]+\.pyx?)\]\([^)]*\) in (?P<func>[\w.<>]+)(?P<rest>\(.*)?$")
 # Ray (OpenRLHF, verl, Ray Train): "(RayTrainWorker pid=4711, ip=10.0.0.2) text" or "(pid=4711) text".
-_RAY_TAG = re.compile(r"^\((?:[\w.:-]+ )?pid=(\d+)(?:, ip=[\d.]+)?\)\s?")
+_RAY_TAG = lazy(r"^\((?:[\w.:-]+ )?pid=(\d+)(?:, ip=[\d.]+)?\)\s?")
 
 
 def reassemble(text: str) -> str:

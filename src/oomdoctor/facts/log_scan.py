@@ -17,10 +17,11 @@ from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
 from oomdoctor.facts.log_text import split_prefix, strip_ansi
+from oomdoctor.lazyre import lazy
 
 # The timing tail of a tqdm bar whose "n/total" part is not in the line (cut by the reporter, or wrapped onto
 # the line before): "[02:06<01:20, 13.44s/it, pg=-.0119". Elapsed time and rate give the iterations done.
-_BAR_TAIL = re.compile(
+_BAR_TAIL = lazy(
     r"\[(?P<elapsed>\d+(?::\d{2}){1,2})<(?:\d+(?::\d{2}){1,2}|\?),\s*(?P<rate>\d+(?:\.\d+)?)(?P<unit>s/it|it/s)"
 )
 # Training progress: two or more segments in a row that are bare bars (no description, no prefix) or training
@@ -28,22 +29,22 @@ _BAR_TAIL = re.compile(
 _EOL = r"[ \t]*(?:\r\n|[\r\n])(?:[ \t]*(?:\r\n|[\r\n]))*"
 _ONE_BAR = r"[ \t]*\d{1,3}%\|[^|\r\n]*\|[ \t]*\d+/\d+[ \t]*\[[^\]\r\n]*\]"
 _ONE_LOSS = r"\{'loss': [^\r\n{}]*\}"
-_PROGRESS_RUN = re.compile(rf"(?<![^\r\n])(?:(?:{_ONE_BAR}|{_ONE_LOSS}){_EOL}){{2,}}")
+_PROGRESS_RUN = lazy(rf"(?<![^\r\n])(?:(?:{_ONE_BAR}|{_ONE_LOSS}){_EOL}){{2,}}")
 # transformers' notebook progress (Jupyter), as copied from the output cell: "[ 29/50 02:54 < 02:06, 0.17 it/s, Epoch 0.56/1]"
-_NOTEBOOK_BAR = re.compile(
+_NOTEBOOK_BAR = lazy(
     r"^\s*\[\s*(?P<n>\d+)/(?P<total>\d+) [\d:]+ < [\d:]+, [\d.]+ (?:it/s|s/it), Epoch [\d.]+/[\d.]+\]"
 )
 # "{'loss': '8.283', 'grad_norm': ...}" (transformers 5 prints strings, older prints numbers)
-_DICT_VALUE = re.compile(
+_DICT_VALUE = lazy(
     r"'(loss|eval_loss|train_runtime|train_loss|epoch)':\s*'?(-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))'?"
 )
 # Frame lines. Python: 'File "p.py", line 3, in f'; a cut excerpt may start at 'line 3, in f'. IPython /
 # Jupyter (cloud notebooks): 'File ~/x/trainer.py:1539, in Trainer.train(self, ...)' and 'Cell In[10], line 1',
 # with the running line marked '-> 1539 return ...' among numbered context lines.
-FILE_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[^\s(]+)')
-IPYTHON_FILE_LINE = re.compile(r"^\s*File (?P<path>[^\s\"].*?\.pyx?):(?P<line>\d+), in (?P<func>[^\s(]+)")
-IPYTHON_CELL_LINE = re.compile(r"^\s*Cell (?P<path>In\s*\[\d+\]), line (?P<line>\d+)")
-FRAGMENT_LINE = re.compile(r"^\s*line (?P<line>\d+), in (?P<func>[^\s(]+)\s*$")
+FILE_LINE = lazy(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[^\s(]+)')
+IPYTHON_FILE_LINE = lazy(r"^\s*File (?P<path>[^\s\"].*?\.pyx?):(?P<line>\d+), in (?P<func>[^\s(]+)")
+IPYTHON_CELL_LINE = lazy(r"^\s*Cell (?P<path>In\s*\[\d+\]), line (?P<line>\d+)")
+FRAGMENT_LINE = lazy(r"^\s*line (?P<line>\d+), in (?P<func>[^\s(]+)\s*$")
 
 
 def match_frame_line(text: str) -> re.Match[str] | None:
@@ -60,40 +61,40 @@ def match_frame_line(text: str) -> re.Match[str] | None:
 # "│ .../trainer.py:1929 in │" + "│ _inner_training_loop │"), the running line marked "❱ 1445" (older: "> 105")
 # among numbered context lines. They are rewritten into Python's own form so one frame parser serves both.
 RICH_BOX = "│"
-_RICH_FRAME = re.compile(r"^(?P<path>\S.*?\.pyx?):(?P<line>\d+) in (?P<func>[^\s(]+)$")
-_RICH_HEAD = re.compile(r"^\S.*?\.pyx?:(?:\d+ in)?$")
-_RICH_RUNNING = re.compile(r"^(?:❱|>|→)\s*\d+\s+(?P<code>.*)$")
-_BOX_ONLY = re.compile(r"^[\s╭╮╰╯─│┃━┏┓┗┛]+$")
+_RICH_FRAME = lazy(r"^(?P<path>\S.*?\.pyx?):(?P<line>\d+) in (?P<func>[^\s(]+)$")
+_RICH_HEAD = lazy(r"^\S.*?\.pyx?:(?:\d+ in)?$")
+_RICH_RUNNING = lazy(r"^(?:❱|>|→)\s*\d+\s+(?P<code>.*)$")
+_BOX_ONLY = lazy(r"^[\s╭╮╰╯─│┃━┏┓┗┛]+$")
 # A job platform that wraps every line of the process's output as its own log record: one or more
 # timestamps, then level / source tags ("2023-09-14 21:27:58\t2023-09-14 21:27:58.000 [INFO] [Driver] ",
 # Kubernetes "2024-05-01T10:00:00.123Z stdout F "). Taken off only where the rest is traceback text.
-_STAMP_PREFIX = re.compile(
+_STAMP_PREFIX = lazy(
     r"^(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+)+"
     r"(?:(?:\[[^\]\s]{1,24}\]|stdout|stderr|F|P)[ \t]+){0,3}"
 )
 
-_EXCEPTION_LINE = re.compile(
+_EXCEPTION_LINE = lazy(
     r"^(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit|Failure)\b(?::|\s*$)"
 )
-_LOG_RECORD = re.compile(
+_LOG_RECORD = lazy(
     r"^\s*(?:\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|\[\d{4}-\d\d-\d\d|\d{4}-\d\d-\d\d[ T]\d\d:|(?:INFO|WARNING|ERROR|DEBUG)[:\s])"
 )
-_ELISION = re.compile(r"^\s*(?:\[\s*(?:\.\.\.|…)\s*\]|\.\.\.|…)\s*$")
+_ELISION = lazy(r"^\s*(?:\[\s*(?:\.\.\.|…)\s*\]|\.\.\.|…)\s*$")
 
-_BANNER_HINT = re.compile(r" = |trainable params|all params|Process rank|Gradient checkpointing enabled")
+_BANNER_HINT = lazy(r" = |trainable params|all params|Process rank|Gradient checkpointing enabled")
 _BANNER = {
-    "instantaneous_batch_size": re.compile(r"Instantaneous batch size per device = ([\d,]+)"),
-    "gradient_accumulation_steps": re.compile(r"Gradient Accumulation steps = ([\d,]+)"),
-    "total_train_batch_size": re.compile(
+    "instantaneous_batch_size": lazy(r"Instantaneous batch size per device = ([\d,]+)"),
+    "gradient_accumulation_steps": lazy(r"Gradient Accumulation steps = ([\d,]+)"),
+    "total_train_batch_size": lazy(
         r"Total train batch size \(w\. parallel, distributed & accumulation\) = ([\d,]+)"
     ),
-    "total_steps": re.compile(r"Total optimization steps = ([\d,]+)"),
-    "trainable_params": re.compile(r"Number of trainable parameters = ([\d,]+)"),
+    "total_steps": lazy(r"Total optimization steps = ([\d,]+)"),
+    "trainable_params": lazy(r"Number of trainable parameters = ([\d,]+)"),
 }
-_NUM_EXAMPLES = re.compile(r"Num examples = ([\d,]+)")
-_LF_PARAMS = re.compile(r"trainable params: ([\d,]+) \|\| all params: ([\d,]+)")
-_ALL_PARAMS = re.compile(r"all params: ([\d,]+)")
-_PROCESS_RANK = re.compile(r"Process rank: (\d+), world size: (\d+)")
+_NUM_EXAMPLES = lazy(r"Num examples = ([\d,]+)")
+_LF_PARAMS = lazy(r"trainable params: ([\d,]+) \|\| all params: ([\d,]+)")
+_ALL_PARAMS = lazy(r"all params: ([\d,]+)")
+_PROCESS_RANK = lazy(r"Process rank: (\d+), world size: (\d+)")
 
 TRACEBACK_HEADER = "Traceback (most recent call last)"
 _MAX_TRACEBACK_LINES = 4000
@@ -106,7 +107,7 @@ MAX_LINE_CHARS = 16 * 1024
 CLIP = " … "
 
 
-_WS_RUN = re.compile(r"\s{2,}")
+_WS_RUN = lazy(r"\s{2,}")
 _LAUNCHER_LINE_CHARS = 4096
 
 
@@ -164,6 +165,8 @@ class Failure:
 
 @dataclass
 class _Traceback:
+    """A traceback being read, per process, with the state the run was in when it opened."""
+
     lines: list[str]
     snapshot: Snapshot
     has_frames: bool = False

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from oomdoctor.datafiles import load_data_file
+from oomdoctor.lazyre import lazy
 
 MARKERS_FILE = Path(__file__).with_name("log_markers.yaml")
 
@@ -17,6 +18,8 @@ LocalText = dict[str, str]
 
 @dataclass(frozen=True)
 class OomForm:
+    """One way an out-of-memory is printed: its hints, its pattern and what ran out."""
+
     kind: str
     ran_out_of: str
     priority: int
@@ -27,6 +30,8 @@ class OomForm:
 
 @dataclass(frozen=True)
 class FrameRule:
+    """A traceback frame (function, file) that tells what the run was doing."""
+
     role: str  # context / after_step / train / loss / forward
     phase: str | None
     functions: frozenset[str]
@@ -43,6 +48,8 @@ class FrameRule:
 
 @dataclass(frozen=True)
 class CodeRule:
+    """A running source line that tells what the run was doing."""
+
     role: str
     phase: str | None
     contains: tuple[str, ...]
@@ -51,6 +58,8 @@ class CodeRule:
 
 @dataclass(frozen=True)
 class Marker:
+    """A log line that sets the phase context (or marks the run's set-up)."""
+
     context: str | None  # None for set-up markers
     setup: bool
     pattern: re.Pattern[str]
@@ -59,12 +68,16 @@ class Marker:
 
 @dataclass(frozen=True)
 class AllocatorWarning:
+    """An allocator warning line, and how its count adds up."""
+
     pattern: re.Pattern[str]
     count: str | None  # "add" / "max" / None
 
 
 @dataclass(frozen=True)
 class Tables:
+    """Everything ``log_markers.yaml`` holds, with its patterns ready to search."""
+
     oom_forms: tuple[OomForm, ...]
     oom_hint: re.Pattern[str]
     library_kinds: tuple[tuple[str, tuple[str, ...]], ...]
@@ -97,7 +110,7 @@ def _why(entry: dict[str, Any]) -> LocalText:
 
 def _any_of(patterns: list[str]) -> re.Pattern[str]:
     """One regex that finds a line worth the per-entry regexes (named groups dropped: they repeat)."""
-    return re.compile("|".join(f"(?:{re.sub(r'[(][?]P<[A-Za-z_]+>', '(?:', p)})" for p in patterns))
+    return lazy("|".join(f"(?:{re.sub(r'[(][?]P<[A-Za-z_]+>', '(?:', p)})" for p in patterns))
 
 
 @functools.lru_cache(maxsize=1)
@@ -109,7 +122,7 @@ def tables() -> Tables:
             kind=f["kind"],
             ran_out_of=f["ran_out_of"],
             priority=int(f["priority"]),
-            pattern=re.compile(f["pattern"]),
+            pattern=lazy(f["pattern"]),
             hints=tuple(f["hint"]),
             only_without_error=bool(f.get("only_without_error", False)),
         )
@@ -134,17 +147,15 @@ def tables() -> Tables:
         Marker(
             context=m.get("context"),
             setup=bool(m.get("setup", False)),
-            pattern=re.compile(m["pattern"]),
+            pattern=lazy(m["pattern"]),
             why=_why(m),
         )
         for m in raw["markers"]
     )
-    warnings = tuple(
-        AllocatorWarning(re.compile(w["pattern"]), w.get("count")) for w in raw["allocator_warnings"]
-    )
+    warnings = tuple(AllocatorWarning(lazy(w["pattern"]), w.get("count")) for w in raw["allocator_warnings"])
     return Tables(
         oom_forms=forms,
-        oom_hint=re.compile("|".join(re.escape(h) for h in hints)),
+        oom_hint=lazy("|".join(re.escape(h) for h in hints)),
         library_kinds=tuple((k["kind"], tuple(k["files"])) for k in raw["library_kinds"]),
         run_start=_any_of(raw["run_start"]),
         frames=frames,
@@ -157,11 +168,11 @@ def tables() -> Tables:
         allocator_warnings=warnings,
         allocator_any=_any_of([w["pattern"] for w in raw["allocator_warnings"]]),
         save_step_multiples=tuple(int(x) for x in raw["save_step_multiples"]),
-        card_patterns=tuple(re.compile(c["pattern"]) for c in raw["card_names"]["forms"]),
-        card_hint=re.compile("|".join(re.escape(h) for h in raw["card_names"]["hint"])),
+        card_patterns=tuple(lazy(c["pattern"]) for c in raw["card_names"]["forms"]),
+        card_hint=lazy("|".join(re.escape(h) for h in raw["card_names"]["hint"])),
         zero_stage_files=tuple((z["contains"], int(z["stage"])) for z in raw["zero_stage"]["files"]),
         zero_stage_code=tuple((z["contains"], int(z["stage"])) for z in raw["zero_stage"]["code"]),
-        zero_stage_lines=tuple(re.compile(z["pattern"]) for z in raw["zero_stage"]["lines"]),
+        zero_stage_lines=tuple(lazy(z["pattern"]) for z in raw["zero_stage"]["lines"]),
         zero_stage_any=_any_of([z["pattern"] for z in raw["zero_stage"]["lines"]]),
         output_dir_logs=tuple(raw["output_dir_logs"]),
         trainer_log=str(raw["trainer_log"]),

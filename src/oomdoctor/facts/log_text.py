@@ -7,17 +7,18 @@ Kept apart from the scanner so the big-file reader and the text parser share one
 from __future__ import annotations
 
 import codecs
-import re
 from dataclasses import dataclass
 
+from oomdoctor.lazyre import lazy
+
 # CSI sequences (colours, cursor up "\x1b[A"), OSC sequences (titles, links) and two-byte escapes.
-_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_ANSI = lazy(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 # torchrun / torch elastic: "[rank3]:" (and "[default3]:" from --tee / --log-dir); several may stack.
-_RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d{1,6})\]:\s?")  # no cluster has a million ranks
+_RANK_PREFIX = lazy(r"^\[(?:rank|default)(\d{1,6})\]:\s?")  # no cluster has a million ranks
 # pdsh (DeepSpeed multi-node): "gpu-q-13: ...", srun -l: "3: ...". A host name carries a digit, which keeps
 # "RuntimeError: ..." and "torch.cuda.OutOfMemoryError: ..." from looking like hosts.
-_HOST_PREFIX = re.compile(r"^(\d{1,6}|[A-Za-z0-9][\w.-]*\d[\w.-]*|localhost): ")
+_HOST_PREFIX = lazy(r"^(\d{1,6}|[A-Za-z0-9][\w.-]*\d[\w.-]*|localhost): ")
 
 BINARY_SNIFF_BYTES = 8192
 

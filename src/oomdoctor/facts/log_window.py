@@ -15,17 +15,17 @@ before a failure, and the window before every hit holds those.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from oomdoctor.facts.log_needles import hit_pattern
 from oomdoctor.facts.log_scan import CLIP, MAX_LINE_CHARS, LogScanner
 from oomdoctor.facts.log_text import decode_block
+from oomdoctor.lazyre import lazy
 
 _LOSS = b"'loss':"
 _BAR = b"%|"
-_NONSPACE = re.compile(rb"\S")
+_NONSPACE = lazy(rb"\S")
 
 
 @dataclass(frozen=True)

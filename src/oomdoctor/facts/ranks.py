@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from oomdoctor.datafiles import load_data_file
 from oomdoctor.facts.log_tables import MARKERS_FILE, tables
 from oomdoctor.facts.log_text import split_lines, split_prefix
+from oomdoctor.lazyre import lazy
 
 if TYPE_CHECKING:
     from oomdoctor.facts.types import LogFacts
@@ -29,6 +30,8 @@ MAX_FILE_BYTES = 64 * 1024**2  # the tail of a bigger node log is read (the fail
 
 @dataclass(frozen=True)
 class RankReport:
+    """Which process of a multi-rank log failed first, and how the others ended."""
+
     processes: tuple[str, ...]  # every process label seen ("rank3", "node1/rank0", "host:worker-2")
     first: str | None  # the first process whose memory ran out
     first_line: int | None  # its line number in the text read
@@ -44,8 +47,8 @@ class RankReport:
 @lru_cache(maxsize=1)
 def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     raw = load_data_file(MARKERS_FILE)
-    teardown = re.compile("|".join(f"(?:{p})" for p in raw["teardown_lines"]))
-    return teardown, re.compile(raw["root_cause_header"]), re.compile(raw["root_cause_rank"])
+    teardown = lazy("|".join(f"(?:{p})" for p in raw["teardown_lines"]))
+    return teardown, lazy(raw["root_cause_header"]), lazy(raw["root_cause_rank"])
 
 
 def _is_oom(text: str) -> bool:

@@ -134,6 +134,8 @@ class ConfigFacts:
 
 @dataclass
 class OtherProcess:
+    """Another process holding memory on the card (from the log's OOM message)."""
+
     pid: int
     used_mib: float
 
@@ -217,6 +219,8 @@ class LogFacts:
 
 @dataclass
 class GpuProcess:
+    """A process NVML lists on a card, with the memory it holds."""
+
     pid: int
     used_mib: float | None
     name: str | None = None
@@ -224,6 +228,8 @@ class GpuProcess:
 
 @dataclass
 class GpuDevice:
+    """One card as NVML sees it now."""
+
     index: int
     name: str
     total_mib: float

@@ -43,6 +43,8 @@ class ChangeContext:
 
 @dataclass(frozen=True)
 class ChangeOperator:
+    """A change operator a rule may name: its operand check and how it applies."""
+
     name: str
     doc: str
     operand_schema: dict[str, Any]  # JSON schema of the operand, for rules.schema.json

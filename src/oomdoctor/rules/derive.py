@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 
 from oomdoctor.facts.account import account_of, reserve_is_real
 from oomdoctor.facts.logits import logits_frame, request_is_logits
 from oomdoctor.facts.types import GpuDevice, LogFacts
+from oomdoctor.lazyre import lazy
 from oomdoctor.rules.facts import Derived, Facts
 from oomdoctor.rules.questions import yes_no
 
@@ -241,8 +241,8 @@ def _trained_in_bf16(facts: Facts) -> bool:
     )
 
 
-_MODEL_WORD = re.compile(r"[a-z]*\d+[a-z]*")  # "v100", "a100", "4090", "h20": the words that name a card
-_SIZE_WORD = re.compile(r"\d+(gb|g)$")  # "32gb": a memory size, shared by many cards
+_MODEL_WORD = lazy(r"[a-z]*\d+[a-z]*")  # "v100", "a100", "4090", "h20": the words that name a card
+_SIZE_WORD = lazy(r"\d+(gb|g)$")  # "32gb": a memory size, shared by many cards
 
 
 def bf16_of_card_name(name: str) -> bool | None:

@@ -12,13 +12,13 @@ reads that instead. ``oomdoctor rules check`` validates a folder of rule files a
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oomdoctor.errors import BadInput
 from oomdoctor.i18n import msg
+from oomdoctor.lazyre import lazy
 from oomdoctor.rules import nodes
 from oomdoctor.rules.nodes import RuleNode
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from oomdoctor.rules import model
 
 # Placeholders in texts: {config.cutoff_len}, {new.per_device_train_batch_size}, {log.requested_mib:.0f}
-PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*(?:\.[A-Za-z0-9_]+)+)(?::([^{}]*))?\}")
-ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+PLACEHOLDER = lazy(r"\{([a-z_][a-z0-9_]*(?:\.[A-Za-z0-9_]+)+)(?::([^{}]*))?\}")
+ENV_NAME = lazy(r"^[A-Z][A-Z0-9_]*$")
 TEXT_FIELDS = ("title", "why", "cost", "judge", "docs")
 
 
@@ -67,6 +67,8 @@ class QuestionSpec:
 
 @dataclass
 class RuleSet:
+    """The validated decision nodes of one rules folder."""
+
     directory: Path
     nodes: list[LoadedNode] = field(default_factory=list)  # sorted by (rank, id)
 

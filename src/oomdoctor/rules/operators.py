@@ -21,6 +21,8 @@ Tri = bool | None
 
 @dataclass(frozen=True)
 class Operator:
+    """A condition operator a rule may name, with its operand's schema."""
+
     name: str
     doc: str
     evaluate: Callable[[Any, Any, Resolve], Tri]  # (fact value, operand, resolve) -> True/False/None
