@@ -261,7 +261,9 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
             "optimizer_step.paged_adamw_8bit",
         },
     ),
-    "lf-4652-two-processes-one-gpu": ({}, {"other_process.free_the_card"}),
+    # The thread does not say where it stopped; the phase only picks the alternative (asking._phase_beside):
+    # any answer keeps freeing the card first.
+    "lf-4652-two-processes-one-gpu": ({"phase": "first_batch"}, {"other_process.free_the_card"}),
     "lf-9331-rtx5090-accelerator-error": (
         {"phase": "first_batch", "memory_kind": "gpu", "card_bf16": "yes"},
         {"weights.qlora_4bit", "logits.liger_fused_loss", "fallback.training_step"},

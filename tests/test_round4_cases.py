@@ -31,9 +31,10 @@ EARLIER = ("real_extra.yaml", "real_holdout.yaml")
 # wrong 9, 200/200 numbers, 27/59 first proposals of the thread's kind). BEFORE it (1014eba / 0ed131a) the same
 # cases scored right 15, asked 18, wrong 26, 189/200 numbers, 19/59. Raised after diag's second pass (no error line,
 # Ray host RAM, optimizer-step cause, step/load/save frames, logits by size; the scorer reads the model table):
-# right 32, asked 23, wrong 4, 200/200, 36/59. A change that lowers one is a regression.
+# right 32, asked 23, wrong 4, 200/200, 36/59. A change that lowers one is a regression. Lowered to wrong 2 by
+# diag5b (the phase asked beside freeing a card another job holds: two "other_process, phase unknown" answers ask).
 REQUIRED_RIGHT = 32
-MAX_WRONG = 4
+MAX_WRONG = 2
 REQUIRED_NUMBERS_PARSED = 200
 REQUIRED_FIX_KIND = 36
 # The earlier project sets scored the same way (phase labels only): (right at least, wrong at most).

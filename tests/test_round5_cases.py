@@ -33,9 +33,12 @@ SEEN = [
 # BEFORE (main 9345a1d, unchanged code): real_round5_lf.yaml (23 cases, set 5) right 4, asked 16, wrong 3, numbers
 # 18/18, first proposal of the thread's kind 4/23. The capability work raises these.
 # real_round5_other.yaml (r5oth, 22 cases, set 5): right 7, asked 10, wrong 5, numbers 34/43, fix kind 6/22.
+# Raised by diag5a (the log reader's capabilities): lf right 6, wrong 2, numbers 18, fix 6; other right 13,
+# wrong 2, numbers 43/43, fix 9 (wrong 1 before the step-counter reading: minimind-845's "Epoch:[1/1](2/19994)"
+# lines now say 2 steps had completed, so the tool says long_sample where the label says first_batch).
 FLOORS: dict[str, tuple[int, int, int, int]] = {
-    "real_round5_lf.yaml": (4, 3, 18, 4),
-    "real_round5_other.yaml": (7, 5, 34, 6),
+    "real_round5_lf.yaml": (6, 2, 18, 6),
+    "real_round5_other.yaml": (13, 2, 43, 9),
 }
 MIN_CASES = 15
 MIN_NEGATIVE_CONTROLS = 2

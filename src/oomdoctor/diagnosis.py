@@ -1,7 +1,7 @@
 """What the rules engine answers: where memory ran out, what filled it, and one proposed change.
 
 These are the objects behind ``oomdoctor diagnose --json`` (``Diagnosis.to_json()`` is the contract in
-ARCHITECTURE.md) and what the TUI shows. Texts are ``{"en": ..., "zh": ...}``.
+ARCHITECTURE.md) and what the TUI shows. Texts are ``oomdoctor.text.Text``; in JSON each is ``{"en": ..., "zh": ...}``.
 """
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomdoctor.facts.types import to_jsonable
-
-LocalTextDict = dict[str, str]
+from oomdoctor.text import Text
 
 
 @dataclass
 class Answer:
     value: str
-    label: LocalTextDict
+    label: Text
 
 
 @dataclass
@@ -25,7 +24,7 @@ class Question:
     """Something the files cannot tell. ``key`` is what ``--answer key=value`` fills."""
 
     key: str
-    text: LocalTextDict
+    text: Text
     answers: list[Answer]
     asked_by: str  # the rule id that needs it
 
@@ -40,7 +39,7 @@ class Finding:
     already on by default", "the eval batch defaults to 8")."""
 
     id: str
-    text: LocalTextDict
+    text: Text
     severity: str = "info"  # info / warning / error
 
 
@@ -51,27 +50,25 @@ class EstimatedEffect:
     before_mib: float | None = None
     after_mib: float | None = None
     fits_after: bool | None = None  # None when the card's size is unknown
-    note: LocalTextDict | None = None
+    note: Text | None = None
 
 
 @dataclass
 class Proposal:
     rule: str
-    title: LocalTextDict
+    title: Text
     changes: dict[str, list[Any]]  # {field: [old, new]}; new None means "remove the key"
-    why: LocalTextDict
-    cost: LocalTextDict
-    judge: LocalTextDict
+    why: Text
+    cost: Text
+    judge: Text
     cause: str
-    already_on: list[LocalTextDict] = field(
-        default_factory=list
-    )  # what is in effect and must not count again
+    already_on: list[Text] = field(default_factory=list)  # what is in effect and must not count again
     effect: EstimatedEffect | None = None
     env: dict[str, str] = field(default_factory=dict)  # environment for the run, e.g. PYTORCH_CUDA_ALLOC_CONF
     files: dict[str, Any] = field(
         default_factory=dict
     )  # extra files to write beside the config (DeepSpeed JSON)
-    requires: list[LocalTextDict] = field(default_factory=list)  # e.g. "bitsandbytes must be installed"
+    requires: list[Text] = field(default_factory=list)  # e.g. "bitsandbytes must be installed"
     manual: bool = False  # advice the tool cannot write into the config (another process, host RAM)
     next: list[str] = field(default_factory=list)
 

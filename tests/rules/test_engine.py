@@ -832,8 +832,9 @@ def test_questions_come_one_tier_at_a_time() -> None:
     assert d.questions == [] and d.proposal.rule == "precision.bf16_on_card_without_bf16"
 
 
-def test_a_question_whose_answers_change_nothing_is_not_asked() -> None:
-    # Another process holds half the card: that is the advice wherever it stopped.
+def test_the_phase_is_asked_beside_a_proposal_it_cannot_change_when_it_picks_the_alternative() -> None:
+    # Another process holds half the card: that is the advice wherever it stopped, but what to change in the
+    # run if the card cannot be freed depends on where it ran out (asking._phase_beside).
     log = gpu_oom(
         "unknown",
         other_processes=[OtherProcess(pid=149826, used_mib=17387.5)],
@@ -841,7 +842,14 @@ def test_a_question_whose_answers_change_nothing_is_not_asked() -> None:
         process_in_use_mib=1300.0,  # "this process has": the listed one is another job's
     )
     d = diagnose(facts_of(config=course(), log=log))
+    assert d.proposal.rule == "other_process.free_the_card" and d.alternatives == []
+    assert [q.key for q in d.questions] == ["phase"]
+    d = diagnose(facts_of(config=course(), log=log, answers={"phase": "first_batch"}))
     assert d.proposal.rule == "other_process.free_the_card" and d.questions == []
+    assert [a.rule for a in d.alternatives][:1] == ["first_batch.halve_micro_batch"]
+
+
+def test_a_question_whose_answers_change_nothing_is_not_asked() -> None:
     # A load-phase cut traceback: gpu is only assumed, and "host" would change the advice.
     load = LogFacts(oom=False, phase="load", traceback_cut=True, weights_loaded=False)
     d = diagnose(facts_of(config=course(), log=load))

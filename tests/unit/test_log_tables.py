@@ -15,6 +15,9 @@ from oomdoctor.facts.types import PHASES
 RAW = tables().raw
 FORM_EXAMPLES = [(f["kind"], e) for f in RAW["oom_forms"] for e in f.get("examples", [])]
 MARKER_EXAMPLES = [(m.get("context") or "setup", e) for m in RAW["markers"] for e in m.get("examples", [])]
+# a marker that counts only after another context (``after``) is fed a line of that context first
+AFTER = {m["examples"][0]: m["after"] for m in RAW["markers"] if m.get("after")}
+PRIMER = {"after_train": "{'train_runtime': 12.5, 'train_loss': 1.1, 'epoch': 1.0}"}
 
 
 def test_every_form_and_marker_has_examples() -> None:
@@ -34,7 +37,8 @@ def test_oom_form_example_is_that_kind(kind: str, line: str) -> None:
 @pytest.mark.parametrize(("context", "line"), MARKER_EXAMPLES)
 def test_marker_example_sets_its_context(context: str, line: str) -> None:
     scanner = LogScanner()
-    scanner.feed_text(line + "\n")
+    primer = PRIMER[AFTER[line]] + "\n" if line in AFTER else ""
+    scanner.feed_text(primer + line + "\n")
     run, _ = scanner.result()
     if context == "setup":
         assert run.setup_seen

@@ -1,5 +1,5 @@
 """The wheel carries what an installed oomdoctor needs beside its code: the decision nodes, the bundled
-configs (demo, DeepSpeed templates), the data tables and the app's stylesheet."""
+configs (demo, DeepSpeed templates), the data tables, the catalogue of texts and the app's stylesheet."""
 
 from __future__ import annotations
 
@@ -45,6 +45,6 @@ def test_wheel_holds_rules_configs_and_data(tmp_path: Path) -> None:
         assert f"oomdoctor/_configs/{bundled}" in names
     for data in ("facts/lf_defaults.yaml", "facts/log_markers.yaml", "facts/model_table.yaml",
                  "estimate/memory_model.yaml", "estimate/gpu_cards.yaml", "trial/field_effects.yaml",
-                 "tui/oomdoctor.tcss"):  # fmt: skip
+                 "tui/oomdoctor.tcss", "catalogue/en.yaml", "catalogue/zh.yaml"):  # fmt: skip
         assert f"oomdoctor/{data}" in names
     assert not any("tests/" in n or n.startswith("benchmarks/") for n in names)

@@ -32,6 +32,7 @@ from typing import Any
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
 from oomdoctor.i18n import both, msg
+from oomdoctor.text import Text
 
 SCHEMA = 1
 CONSTANTS = (
@@ -90,7 +91,7 @@ class Calibration:
             k["variable_length_creep"] = self.constants["variable_length_creep"]
         return k
 
-    def headline(self) -> dict[str, str]:
+    def headline(self) -> Text:
         """``calibrated by trial X: predicted 8.2 GiB, measured 7.9 GiB`` for the largest point."""
         best = max(self.points, key=lambda p: p["measured_mib"], default=None)
         if best is None:

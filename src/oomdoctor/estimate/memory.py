@@ -23,6 +23,7 @@ from oomdoctor.errors import BadInput
 from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
 from oomdoctor.i18n import both, msg
+from oomdoctor.text import Text
 
 MIB = 1024.0 * 1024.0
 _MODEL_PATH = Path(__file__).with_name("memory_model.yaml")
@@ -196,7 +197,7 @@ class _Notes:
         if (key, fields) not in self.keys:
             self.keys.append((key, fields))
 
-    def rendered(self) -> list[dict[str, str]]:
+    def rendered(self) -> list[Text]:
         return [both(key, **fields) for key, fields in self.keys]
 
 

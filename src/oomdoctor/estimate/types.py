@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from oomdoctor.text import Text
+
 
 @dataclass
 class Estimate:
@@ -29,7 +31,7 @@ class Estimate:
     model_source: str = "unknown"
     assumptions: list[str] = field(default_factory=list)  # plain-English notes on what was assumed
     # Appended by the estimator:
-    notes: list[dict[str, str]] = field(default_factory=list)  # the assumptions as {"en": ..., "zh": ...}
+    notes: list[Text] = field(default_factory=list)  # the assumptions in both languages
     eval_len: int | None = None  # padded eval length (None when no evaluation runs)
     allocated_fits: bool | None = None  # peak allocated + CUDA context <= card: False means a certain OOM
     variable_lengths: bool = True  # batches change shape (no packing): reserved creeps toward the card

@@ -21,6 +21,7 @@ from typing import Literal
 
 from oomdoctor.facts.types import LogFacts
 from oomdoctor.report import units
+from oomdoctor.text import Text
 
 # A CUDA context with cuBLAS/cuDNN workspaces: about 0.3-1 GiB; NCCL buffers add to it on multi-GPU jobs.
 CUDA_CONTEXT_MAX_MIB = 1536.0
@@ -35,7 +36,11 @@ SIBLING_SIZE_RATIO = 0.5
 STRANGER_MIN_MIB = 1024.0
 STRANGER_MIN_SHARE = 0.05
 
-Whose = Literal["this_run", "context", "stranger", "unclear"]
+# "0 bytes" for a process: NVML could not read per-process use (a container without the host's pid view, some
+# vGPU and MIG set-ups), not a process that holds nothing; every process it lists then shows 0.
+UNMEASURED_MIB = 0.0
+
+Whose = Literal["this_run", "context", "stranger", "unclear", "unmeasured", "own_rank"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,23 @@ class Account:
         """In use on the card but in no listed process and not this run's known use."""
         outside = self.outside_mib
         return None if outside is None else max(0.0, outside - self.listed_mib)
+
+    @property
+    def own_ranks(self) -> tuple[Listed, ...]:
+        return tuple(p for p in self.listed if p.whose == "own_rank")
+
+    @property
+    def unmeasured(self) -> tuple[Listed, ...]:
+        return tuple(p for p in self.listed if p.whose == "unmeasured")
+
+    @property
+    def held_by_unmeasured_mib(self) -> float:
+        """What processes listed with "0 bytes" hold between them, as far as the sum shows it: the memory
+        outside this run's reserve and every measured listed process, beyond a CUDA context of its own."""
+        unlisted = self.unlisted_mib
+        if not self.unmeasured or unlisted is None:
+            return 0.0
+        return max(0.0, unlisted - CUDA_CONTEXT_MAX_MIB)
 
     @property
     def stranger_mib(self) -> float:
@@ -165,6 +187,21 @@ def _own_listed(log: LogFacts, reserved: float | None) -> int | None:
     return min(near, key=lambda i: abs(listed[i].used_mib - reserved))
 
 
+def _as_own_ranks(listed: tuple[Listed, ...], world_size: int | None) -> tuple[Listed, ...]:
+    """Processes beside this run that hold more than a CUDA context and, with it, make up exactly the run's
+    stated world size: its other ranks, placed on the same card (a device-mapping fault of this run)."""
+    big = [p for p in listed if p.whose in ("unclear", "stranger")]
+    if world_size is None or world_size < 2 or len(big) + 1 != world_size:
+        return listed
+    return tuple(Listed(p.pid, p.mib, "own_rank") if p in big else p for p in listed)
+
+
+def _unmeasured_listing(log: LogFacts) -> bool:
+    """The message lists processes with "0 bytes" (NVML saw their pids, not their use)."""
+    zero = [p for p in log.other_processes if p.used_mib <= UNMEASURED_MIB]
+    return bool(zero) or (log.process_in_use_mib is not None and log.process_in_use_mib <= UNMEASURED_MIB)
+
+
 def _whose(
     mib: float, this_run: float | None, reserved: float | None, several_ranks: bool, known_self: bool
 ) -> Whose:
@@ -192,9 +229,9 @@ def account_of(log: LogFacts | None) -> Account | None:
     unused = log.reserved_unallocated_mib
     if allocated is None and reserved is not None:
         allocated, unused = reserved - (unused or 0.0), unused or 0.0
-    own_i = _own_listed(log, reserved)
+    own_i = _own_listed(log, reserved) if not _unmeasured_listing(log) else None
     this_run, source, self_pid = None, "reserve", None
-    if log.process_in_use_mib is not None:
+    if log.process_in_use_mib is not None and log.process_in_use_mib > UNMEASURED_MIB:
         this_run, source = log.process_in_use_mib, "message"
     elif own_i is not None:
         own = log.other_processes[own_i]
@@ -202,10 +239,17 @@ def account_of(log: LogFacts | None) -> Account | None:
     several = (log.world_size or 1) > 1 or (log.rank is not None and log.rank > 0)
     known_self = this_run is not None
     listed = tuple(
-        Listed(p.pid, p.used_mib, _whose(p.used_mib, this_run, reserved, several, known_self))
+        Listed(
+            p.pid,
+            p.used_mib,
+            "unmeasured"
+            if p.used_mib <= UNMEASURED_MIB
+            else _whose(p.used_mib, this_run, reserved, several, known_self),
+        )
         for i, p in enumerate(log.other_processes)
         if i != own_i
     )
+    listed = _as_own_ranks(listed, log.world_size or log.launcher_world_size)
     old = log.process_in_use_mib is None and not log.other_processes and log.reserved_mib is not None
     return Account(
         capacity_mib=log.capacity_mib,
@@ -254,19 +298,26 @@ def _m(value: float | None) -> str:
     return units.mib(value, unit=False, missing="?")
 
 
-def _others_text(acc: Account) -> dict[str, str]:
+def _others_text(acc: Account) -> Text:
     """The listed processes that are not this run, with whose they are (empty when none)."""
     from oomdoctor.i18n import both
 
     parts: dict[str, list[str]] = {"en": [], "zh": []}
     for p in acc.listed:
+        if p.whose == "unmeasured":
+            continue
         one = both(f"acct_whose_{p.whose}", pid=p.pid, mib=_m(p.mib))
         for lang in parts:
             parts[lang].append(one[lang])
-    return {"en": "; ".join(parts["en"]), "zh": ";".join(parts["zh"])}
+    if acc.unmeasured:
+        pids = ", ".join(str(p.pid) for p in acc.unmeasured)
+        one = both("acct_unmeasured", n=len(acc.unmeasured), pids=pids, mib=_m(acc.held_by_unmeasured_mib))
+        for lang in parts:
+            parts[lang].append(one[lang])
+    return Text(en="; ".join(parts["en"]), zh=";".join(parts["zh"]))
 
 
-def account_text(acc: Account) -> dict[str, str]:
+def account_text(acc: Account) -> Text:
     """The account as ONE line, en and zh: card = this run (...) + other processes + free."""
     from oomdoctor.i18n import both
 
@@ -294,7 +345,7 @@ def account_text(acc: Account) -> dict[str, str]:
     elif acc.this_run_mib is None and acc.stranger_mib > 0:
         notes.append(both("acct_outside_big", mib=_m(acc.unlisted_mib), ctx=_m(CUDA_CONTEXT_MAX_MIB)))
     for note in notes:
-        line = {"en": f"{line['en']} ({note['en']})", "zh": f"{line['zh']}({note['zh']})"}
+        line = Text(en=f"{line.en} ({note.en})", zh=f"{line.zh}({note.zh})")
     return line
 
 
@@ -317,6 +368,7 @@ def account_json(acc: Account | None) -> dict[str, object] | None:
         "outside_this_run_mib": r(acc.outside_mib),
         "unlisted_mib": r(acc.unlisted_mib),
         "other_jobs_mib": r(acc.stranger_mib),
+        "held_by_unmeasured_mib": r(acc.held_by_unmeasured_mib),
         "self_pid": acc.self_pid,
         "processes": [{"pid": p.pid, "mib": p.mib, "whose": p.whose} for p in acc.listed],
         "fragmentation_real": fragmentation_is_real(acc),

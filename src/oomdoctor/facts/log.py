@@ -407,6 +407,8 @@ def _banner_facts(f: LogFacts, run: Run) -> None:
     f.last_loss = run.last_loss
     f.eval_loss = run.eval_loss
     f.train_runtime_s = run.train_runtime_s
+    f.stopped_in = run.snap.context
+    f.nonfinite_seen = run.nonfinite_seen
     f.warnings = list(run.warnings)
     f.alloc_retries = run.alloc_retries + run.alloc_retries_max
 

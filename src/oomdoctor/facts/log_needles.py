@@ -121,11 +121,14 @@ def _scanner_needles() -> list[str] | None:
     needles += list(raw["card_names"]["hint"])
     needles += list(t.load_bars)
     needles += ["'eval_loss'", "'train_runtime'"]  # the dict keys other than the training loss
+    needles += list(s.NONFINITE_NEEDLES)
     patterns = [
         s.FILE_LINE.pattern,
         s.IPYTHON_FILE_LINE.pattern,
         s.IPYTHON_CELL_LINE.pattern,
         s.FRAGMENT_LINE.pattern,
+        s.PYTEST_LINE.pattern,
+        s.ELIDED_MARK.pattern,
         s._NOTEBOOK_BAR.pattern,
         s._EXCEPTION_LINE.pattern,
         s._BANNER_HINT.pattern,
@@ -134,6 +137,7 @@ def _scanner_needles() -> list[str] | None:
         *raw["run_start"],
         *(w["pattern"] for w in raw["allocator_warnings"]),
         *(z["pattern"] for z in raw["zero_stage"]["lines"]),
+        *(c["pattern"] for c in raw.get("step_counters") or ()),
     ]
     for p in patterns:
         option = required_literals(p)

@@ -113,8 +113,35 @@ def parse_oom_numbers(text: str) -> OomNumbers:
     n.allowed_mib = _one(_SIZE + r" allowed;", text)
     n.private_pools_mib = _one(r"with " + _SIZE + r" allocated in private pools", text)
     n.current_active_mib = _one(_SIZE + r" current active", text)
+    _read_cut_tail(n, text)
     if n.reserved_mib is not None and n.allocated_mib is not None and n.reserved_unallocated_mib is None:
         n.reserved_unallocated_mib = round(max(0.0, n.reserved_mib - n.allocated_mib), 2)
     if n.reserved_mib is None and n.allocated_mib is not None and n.reserved_unallocated_mib is not None:
         n.reserved_mib = round(n.allocated_mib + n.reserved_unallocated_mib, 2)
     return n
+
+
+# A message cut short (a copy, a terminal's scrollback, a web page's excerpt) ends right after a number whose
+# words are gone: "... this process has 39.28 GiB", "... of which 7.31 GiB". The number before the cut is still
+# what its sentence states; read it when the words that lead to it are whole.
+_CUT_TAILS: tuple[tuple[str, str], ...] = (
+    ("free_mib", r"of which " + _SIZE + r"(?: is)?"),
+    ("process_in_use_mib", r"this process has " + _SIZE + r"(?: memory(?: in)?)?"),
+    ("allocated_mib", r"Of the allocated memory " + _SIZE + r"(?: is(?: allocated(?: by)?)?)?"),
+    ("allocated_mib", _SIZE + r" already"),
+)
+
+
+def _read_cut_tail(n: OomNumbers, text: str) -> None:
+    """The last number of a message cut after it (see ``_CUT_TAILS``), where nothing else set that field."""
+    tail = text.rstrip()[-160:]
+    for name, pattern in _CUT_TAILS:
+        if getattr(n, name) is not None:
+            continue
+        m = re.search(pattern.replace(" ", r"\s+") + r"\s*$", tail)
+        if m:
+            setattr(n, name, size_to_mib(m.group(1), m.group(2)))
+            return
+    m = re.search(r"Process\s+(\d{1,10})\s+has\s+" + _SIZE + r"(?:\s+memory(?:\s+in)?)?\s*$", tail)
+    if m and all(pid != int(m.group(1)) for pid, _ in n.other_processes):
+        n.other_processes.append((int(m.group(1)), size_to_mib(m.group(2), m.group(3))))

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from oomdoctor.facts.log_scan import FILE_LINE, FRAGMENT_LINE, Failure, Run, Snapshot, match_frame_line
-from oomdoctor.facts.log_tables import CodeRule, FrameRule, LocalText, Tables
-from oomdoctor.i18n import LANGS, MESSAGES
+from oomdoctor.facts.log_tables import CodeRule, FrameRule, Tables
+from oomdoctor.i18n import both
 from oomdoctor.lazyre import lazy
+from oomdoctor.text import Text
 
 # IPython marks the running line of a frame "----> 1 trainer.train()" / "-> 1539 return inner_training_loop("
 # among numbered context lines ("   1537     x = 1"), which are not what ran.
@@ -43,7 +44,7 @@ class PhaseResult:
 
     phase: str
     confidence: str  # "high" / "low"
-    evidence: list[LocalText] = field(default_factory=list)
+    evidence: list[Text] = field(default_factory=list)
     step: int | None = None
     good_steps: int | None = None
     frames: list[Frame] = field(default_factory=list)
@@ -52,16 +53,9 @@ class PhaseResult:
     candidates: list[str] = field(default_factory=list)  # phases still possible when phase is "unknown"
 
 
-def text(key: str, **fields: object) -> LocalText:
-    """A MESSAGES entry in both languages; LocalText field values are picked per language."""
-    entry = MESSAGES[key]
-    out: LocalText = {}
-    for lang in LANGS:
-        values = {
-            k: (v.get(lang) or v.get("en", "")) if isinstance(v, dict) else v for k, v in fields.items()
-        }
-        out[lang] = entry[lang].format(**values)
-    return out
+def text(key: str, **fields: object) -> Text:
+    """A catalogue entry in both languages; a field given in both languages is picked per language."""
+    return both(key, **fields)
 
 
 def parse_frames(block: list[str]) -> list[Frame]:
@@ -235,6 +229,10 @@ class _Decision:
             res.error_type = m.group(1) if m else None
         if failure.cut:
             self.ev.append(text("log_ev_cut"))
+        if failure.adopted_from is not None:
+            self.ev.append(
+                text("log_ev_sibling_frames", other=failure.adopted_from or "?", own=failure.key or "?")
+            )
         if not self._by_frames():
             self._by_marker()
         if failure.cut and not any(f.function for f in self.frames):
@@ -255,8 +253,22 @@ class _Decision:
             why = snap.context_why or text(f"log_ctx_{snap.context}")
             self.ev.append(text("log_ev_marker", line=snap.context_line[:120], why=why))
 
-    def _training(self) -> None:
+    def _bar_finished(self) -> bool:
+        """The last training bar before the failure had reached its total (100 %)."""
+        snap, total = self.snap, self.run.train_total
+        return bool(
+            snap.train_steps and total and snap.train_steps >= total and not snap.train_steps_estimated
+        )
+
+    def _training(self, *, step_frames: bool = False) -> None:
         snap, good, ev = self.snap, self.good, self.ev
+        if self.any_steps and not step_frames and self._bar_finished():
+            # a bar at 100 % is the end of an epoch (or of training), not a step that met a long sample; with
+            # no frame of a step, what ran next (a save, an evaluation, the next epoch's or rollout's set-up) is
+            # not in the log
+            self._set("unknown", "low")
+            ev.append(text("log_ev_bar_finished", bar=snap.train_bar or ""))
+            return
         if self.any_steps:
             self._set("long_sample", "high")
             if good and snap.train_steps_estimated and good == snap.train_steps:
@@ -269,6 +281,10 @@ class _Decision:
         elif snap.training_started:
             self._set("first_batch", "high")
             ev.append(text("log_ev_no_step", bar=snap.train_bar or "***** Running training *****"))
+        elif snap.elided and self.failure.cut:
+            # no error line and lines left out before it: nothing says how far training had come
+            self._set("unknown", "low")
+            ev.append(text("log_ev_elided_steps"))
         else:
             self._set("first_batch", "low")
             ev.append(text("log_ev_no_step_info"))
@@ -322,7 +338,7 @@ class _Decision:
         ):
             self._frame_evidence(rollout)  # an RL rollout: what it holds is the likely cause
         self._frame_evidence(deciding)  # why it is training
-        self._training()
+        self._training(step_frames=True)
 
     def _compute_frames(self) -> None:
         roles, snap, run = self.hits.roles, self.snap, self.run
@@ -372,13 +388,24 @@ class _Decision:
         elif ctx == "zero_init":
             self._set("optimizer_step", "high")
             self._marker_evidence()
+        elif ctx == "after_train":
+            # the latest marker wins: the end-of-training summary came after the last loss line
+            self._after_train()
         elif ctx == "train" or snap.training_started:
             self._training_marker()
-        elif ctx == "after_train":
-            self._marker_evidence()
-            ev.append(text("log_ev_after_train"))
         elif not self.failure.cut:
             ev.append(text("log_ev_nothing"))
+
+    def _after_train(self) -> None:
+        """Training had finished (``train_runtime``, "Training completed") and nothing later says what ran:
+        what a training script runs next is the final save of the model (a final evaluation or prediction
+        prints its own marker, which would be the latest). Low confidence: it is inferred from the order."""
+        self._marker_evidence()
+        if self.failure.cut:
+            self.ev.append(text("log_ev_after_train"))
+            return
+        self._set("save", "low")
+        self.ev.append(text("log_ev_after_train_save"))
 
     def _training_marker(self) -> None:
         good = self.good

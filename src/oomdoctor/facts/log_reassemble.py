@@ -99,8 +99,11 @@ _SECOND_HEADER = lazy(
     r"(?:(?:torch\.(?:cuda\.)?)?OutOfMemoryError: |RuntimeError: )?(?:CUDA|HIP|NPU|XPU) out of memory\. Tried"
 )
 # A warning that caught the OOM and prints it after "Error: " (FSDP's "Failed to clone() tensor ... Error: CUDA
-# out of memory ..."): the warning is a line of its own (a marker may read it), the message another.
-_WARNING_CAUGHT = lazy(r"Warning: .*\bError: $")
+# out of memory ..."): the warning is a line of its own (a marker may read it), the message another. A line whose
+# head was cut off still shows the warning by its own words ("... Please check clone implementation of x. Error: ").
+_WARNING_CAUGHT = lazy(
+    r"(?:Warning: |state_dict entry could point to invalid memory|Please check clone implementation of ).*\bError: $"
+)
 # A launcher prefix in the middle of a line: another process's line started there.
 _MIDLINE_RANK = lazy(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
 # A frame line behind a stray fragment of another process's line (".  File ...", "`  File ...").

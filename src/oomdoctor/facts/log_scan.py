@@ -18,12 +18,19 @@ from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
 from oomdoctor.facts.log_text import split_prefix, strip_ansi
 from oomdoctor.lazyre import lazy
+from oomdoctor.text import Text
 
 # The timing tail of a tqdm bar whose "n/total" part is not in the line (cut by the reporter, or wrapped onto
 # the line before): "[02:06<01:20, 13.44s/it, pg=-.0119". Elapsed time and rate give the iterations done.
 _BAR_TAIL = lazy(
     r"\[(?P<elapsed>\d+(?::\d{2}){1,2})<(?:\d+(?::\d{2}){1,2}|\?),\s*(?P<rate>\d+(?:\.\d+)?)(?P<unit>s/it|it/s)"
 )
+# A loss or gradient norm that is not a number ("'grad_norm': nan", "Loss: nan"): training diverged.
+NONFINITE = lazy(r"(?:loss|Loss|grad_norm)'?\s?[:=]\s?'?(?:nan|-?inf)\b")
+# the literals every NONFINITE match holds (its regex's own literals, "loss", are in every progress line)
+NONFINITE_NEEDLES = (" nan", ":nan", "=nan", "'nan", " inf", ":inf", "=inf", "'inf", "-inf")
+# A bar's count right before its timing tail, the bar itself gone: "307/46384 [40:22<104:17:25,  8.15s/it]".
+_BARE_COUNT = lazy(r"(?:^|\s)(?P<n>\d{1,9})/(?P<total>\d{1,9})\s*\[")
 # Training progress: two or more segments in a row that are bare bars (no description, no prefix) or training
 # loss dicts, each on its own "\r"/"\n" segment, blank segments between them. This is most of a long log.
 _EOL = r"[ \t]*(?:\r\n|[\r\n])(?:[ \t]*(?:\r\n|[\r\n]))*"
@@ -45,6 +52,9 @@ FILE_LINE = lazy(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[
 IPYTHON_FILE_LINE = lazy(r"^\s*File (?P<path>[^\s\"].*?\.pyx?):(?P<line>\d+), in (?P<func>[^\s(]+)")
 IPYTHON_CELL_LINE = lazy(r"^\s*Cell (?P<path>In\s*\[\d+\]), line (?P<line>\d+)")
 FRAGMENT_LINE = lazy(r"^\s*line (?P<line>\d+), in (?P<func>[^\s(]+)\s*$")
+# pytest's long traceback (a test that runs a trainer): ".venv/lib/.../transformers/trainer.py:1742: in
+# _inner_training_loop", the running source line below it (marked ">" in the test's own frame).
+PYTEST_LINE = lazy(r"^\s*(?P<path>[^\s:]+\.pyx?):(?P<line>\d+): in (?P<func>[^\s(]+)\s*$")
 
 
 def match_frame_line(text: str) -> re.Match[str] | None:
@@ -53,6 +63,8 @@ def match_frame_line(text: str) -> re.Match[str] | None:
         return FILE_LINE.match(text) or IPYTHON_FILE_LINE.match(text)
     if "line " in text:
         return FRAGMENT_LINE.match(text) or IPYTHON_CELL_LINE.match(text)
+    if ": in " in text:
+        return PYTEST_LINE.match(text)
     return None
 
 
@@ -72,6 +84,14 @@ _STAMP_PREFIX = lazy(
     r"^(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+)+"
     r"(?:(?:\[[^\]\s]{1,24}\]|stdout|stderr|F|P)[ \t]+){0,3}"
 )
+# vLLM's logger ("ERROR 06-10 10:55:03 [core.py:459] ", level, month-day time, [file:line]) prints each line of
+# an engine's traceback behind it; taken off where the rest is traceback text.
+_ENGINE_LOG_PREFIX = lazy(
+    r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w.-]{1,64}:\d{1,6}\] "
+)
+# Ray's log deduplication appends " [repeated 3x across cluster]" to a line several workers printed.
+_REPEATED_FRAME = lazy(r"^\s*\[Previous line repeated \d{1,9} more times?\]\s*(?=\S)")
+_RAY_REPEATED = lazy(r"\s*\[repeated \d{1,9}x across cluster\]\s*$")
 
 _EXCEPTION_LINE = lazy(
     r"^(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit|Failure)\b(?::|\s*$)"
@@ -80,6 +100,8 @@ _LOG_RECORD = lazy(
     r"^\s*(?:\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|\[\d{4}-\d\d-\d\d|\d{4}-\d\d-\d\d[ T]\d\d:|(?:INFO|WARNING|ERROR|DEBUG)[:\s])"
 )
 _ELISION = lazy(r"^\s*(?:\[\s*(?:\.\.\.|…)\s*\]|\.\.\.|…)\s*$")
+# The mark a reporter leaves where they cut lines out of a pasted log ("[...]"; a bare "..." is also progress).
+ELIDED_MARK = lazy(r"^\s*\[\.\.\.\]\s*$")
 
 _BANNER_HINT = lazy(r" = |trainable params|all params|Process rank|Gradient checkpointing enabled")
 _BANNER = {
@@ -133,7 +155,7 @@ class Snapshot:
 
     context: str | None = None  # load / train / eval / save / after_train / zero_init
     context_line: str | None = None  # the line that set it
-    context_why: dict[str, str] | None = None
+    context_why: Text | None = None
     train_steps: int | None = None  # last "n" of the Trainer's train bar: completed optimizer steps
     train_bar: str | None = None  # that bar as printed, for evidence
     train_steps_estimated: bool = False  # train_steps comes from a bar's elapsed time and rate, not its count
@@ -141,6 +163,7 @@ class Snapshot:
     training_started: bool = False
     eval_started: bool = False  # an evaluation began after training had started
     weights_loaded: bool = False
+    elided: bool = False  # the excerpt left lines out ("[...]") before any sign of training
 
 
 @dataclass
@@ -161,6 +184,9 @@ class Failure:
     cut: bool = False  # a traceback without its error line
     after_seq: int = 0  # tracebacks opened before this failure have a lower ``seq``
     adopted: bool = False  # ``block`` is a traceback printed after the error line (see _adopt)
+    # the words in a sentence, not an error line: a later message or traceback tells more
+    mention: bool = False
+    adopted_from: str | None = None  # the other process whose traceback (same failure) ``block`` is
 
 
 @dataclass
@@ -190,7 +216,7 @@ class Run:
     other_error: str | None = None
     setup_seen: bool = False
     setup_line: str | None = None
-    setup_why: dict[str, str] | None = None
+    setup_why: Text | None = None
     warnings: list[str] = field(default_factory=list)
     tracebacks_opened: int = 0
     rich_pending: dict[str, str] = field(default_factory=dict)  # a wrapped rich frame header, per process
@@ -217,6 +243,7 @@ class Run:
     last_loss: float | None = None
     eval_loss: float | None = None
     train_runtime_s: float | None = None
+    nonfinite_seen: bool = False  # a loss or grad_norm printed as nan / inf
 
 
 class LogScanner:
@@ -307,6 +334,9 @@ class LogScanner:
         for tb in sorted(run.open_tracebacks.values(), key=lambda t: t.seq):
             if run.failure is None or run.failure.cut or _adopt(run.failure, tb):
                 break
+        if run.failure is not None and run.failure.mention and not run.failure.adopted:
+            # only the reporter's words say it ran out: the log they pasted shows how far the run had come
+            run.failure.snapshot = replace(run.snap)
         if run.failure is None and self.last_failed is not None:
             return self.last_failed, self.runs_seen
         return run, self.runs_seen
@@ -348,6 +378,8 @@ class LogScanner:
         self._markers(text)
         if not _ELISION.match(text):
             self._plain_line(run, key, text)
+        elif not run.snap.training_started and ELIDED_MARK.match(text):
+            run.snap.elided = True
         return None
 
     def _unwrapped(self, key: str, text: str) -> str | None:
@@ -355,6 +387,12 @@ class LogScanner:
         launch command in it sets the launcher's world size."""
         if text[:1].isdigit():
             text = self._unstamp(key, text)
+        elif text[:1] in "IWEDC" and _ENGINE_LOG_PREFIX.match(text):
+            text = self._unlogged(key, text)
+        if "across cluster]" in text:
+            text = _RAY_REPEATED.sub("", text)
+        if "more time" in text and text.lstrip()[:1] == "[":
+            text = _REPEATED_FRAME.sub("", text)  # "[Previous line repeated 2 more times]  File ..." glued
         if RICH_BOX in text or "╰" in text:
             rich = self._rich(key, text)
             if rich is None:
@@ -369,13 +407,18 @@ class LogScanner:
         failure = run.failure
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1
-            if "Tried to allocate" not in text and (
+            if failure.message.rstrip().endswith(":") and "out of memory" in text:
+                # the header alone on its line ("torch.OutOfMemoryError:"), then its words
+                failure.message = failure.message.rstrip() + " " + text.strip()
+            elif "Tried to allocate" not in text and (
                 "GPU" in text or "capacity" in text or "PyTorch" in text or "Process" in text
             ):
                 failure.message = failure.message + " " + text.strip()
 
     def _progress_line(self, run: Run, text: str) -> bool:
         """A bar's tail, a notebook bar or a Trainer metrics dict; True when the line is read."""
+        if ("nan" in text or "inf" in text) and NONFINITE.search(text):
+            run.nonfinite_seen = True
         if ("s/it" in text or "it/s" in text) and "<" in text:
             self._bar_tail(text)
         if ", Epoch " in text:
@@ -398,6 +441,8 @@ class LogScanner:
             run.last_content_was_traceback = True
             return True
         frame = match_frame_line(text)
+        if key and key not in run.open_tracebacks and (frame is not None or text[:1].isspace()):
+            self._claim_unprefixed(run, key)
         if frame is not None:
             frame_tb = run.open_tracebacks.get(key) or self._open_traceback(key, header=False)
             frame_tb.lines.append(text)
@@ -419,6 +464,22 @@ class LogScanner:
             self._other_error(key, text)
             return True
         return False
+
+    def _claim_unprefixed(self, run: Run, key: str) -> None:
+        """A process's traceback whose first lines lost their prefix (a copy that starts mid-line): the
+        unprefixed traceback just before this process's first prefixed line, with no header of its own, is
+        this process's."""
+        orphan = run.open_tracebacks.get("")
+        if (
+            orphan is not None
+            and not orphan.header
+            and run.last_traceback_key == ""
+            and run.last_content_was_traceback
+        ):
+            del run.open_tracebacks[""]
+            orphan.key = key
+            run.open_tracebacks[key] = orphan
+            run.last_traceback_key = key
 
     def _plain_line(self, run: Run, key: str, text: str) -> None:
         """Any other line: part of the open traceback, else one of the recent lines before a failure."""
@@ -451,6 +512,19 @@ class LogScanner:
         if key in run.stamped_keys and (
             key in run.open_tracebacks or self.t.oom_hint.search(rest) or _EXCEPTION_LINE.match(rest)
         ):
+            return rest
+        return text
+
+    def _unlogged(self, key: str, text: str) -> str:
+        """Take an engine logger's prefix (vLLM's) off a line whose rest is traceback text: a frame, the
+        header, a source line of an open traceback, or an error line."""
+        m = _ENGINE_LOG_PREFIX.match(text)
+        if m is None:
+            return text
+        rest = text[m.end() :]
+        if match_frame_line(rest) is not None or TRACEBACK_HEADER in rest:
+            return rest
+        if (key in self.run.open_tracebacks and rest[:1].isspace()) or _EXCEPTION_LINE.match(rest):
             return rest
         return text
 
@@ -527,7 +601,8 @@ class LogScanner:
             snap.train_bar = shown
             snap.training_started = True
             snap.weights_loaded = True
-            if snap.context != "train":
+            # a finished bar redrawn after the end-of-training summary does not start training again
+            if snap.context != "train" and not (snap.context == "after_train" and n >= total):
                 self._set_context("train", shown, None)
         elif n < total:
             if snap.context != "eval":
@@ -540,7 +615,16 @@ class LogScanner:
         when no counted bar was seen, the iterations it implies (at least one) are the training steps done."""
         m = _BAR_TAIL.search(text)
         snap = self.run.snap
-        if m is None or snap.context in ("eval", "load") or snap.train_steps is not None:
+        if m is None or snap.context in ("eval", "load"):
+            return
+        count = _BARE_COUNT.search(text, 0, m.start() + 1)
+        if count is not None and count.end() == m.start() + 1:
+            # the bar lost its "%|...|" part but kept its count: "307/46384 [40:22<104:17:25,  8.15s/it]"
+            n, total = _int(count.group("n")), _int(count.group("total"))
+            if n is not None and total is not None and n <= total:
+                self._bar("", n, total, text.strip()[:200])
+            return
+        if snap.train_steps is not None:
             return
         elapsed_s = 0
         for part in m.group("elapsed").split(":"):
@@ -584,9 +668,11 @@ class LogScanner:
         if "train_runtime" in values:
             run.train_runtime_s = values["train_runtime"]
             self._set_context("after_train", text.strip(), None)
+        elif "step" in text and self.t.step_counter_any is not None and self.t.step_counter_any.search(text):
+            self._step_counter(text)  # ms-swift's dicts carry 'global_step/max_steps': '10/100'
         return True
 
-    def _set_context(self, context: str, line: str, why: dict[str, str] | None) -> None:
+    def _set_context(self, context: str, line: str, why: Text | None) -> None:
         snap = self.run.snap
         snap.context = context
         snap.context_line = line[:200]
@@ -606,6 +692,22 @@ class LogScanner:
             self._banner(text)
         if t.allocator_any.search(text):
             self._allocator_warning(text)
+        if t.step_counter_any is not None and t.step_counter_any.search(text):
+            self._step_counter(text)
+
+    def _step_counter(self, text: str) -> None:
+        """A trainer's own step line ("Epoch:[1/1](2/19994)", "Step [120/1563]"): read like the train bar,
+        outside an evaluation."""
+        if self.run.snap.context == "eval":
+            return
+        for pattern in self.t.step_counters:
+            m = pattern.search(text)
+            if m is None:
+                continue
+            n, total = _int(m.group("n")), _int(m.group("total"))
+            if n is not None and total is not None and n <= total:
+                self._bar("train", n, total, text.strip()[:200])  # "train": a described train loop's bar
+            return
 
     def _zero_stage(self, text: str) -> None:
         for pattern in self.t.zero_stage_lines:
@@ -621,6 +723,8 @@ class LogScanner:
         t = self.t
         for marker in t.markers:
             if not marker.pattern.search(text):
+                continue
+            if marker.after is not None and snap.context != marker.after:
                 continue
             if marker.setup:
                 run.setup_seen = True
@@ -719,12 +823,17 @@ class LogScanner:
             self._warn(text)
             return
         current = run.failure
+        mention = _is_mention(form, text)
+        if current is not None and current.mention and not mention and form.ran_out_of == current.ran_out_of:
+            current = None  # the reporter's words came first; this is the message itself
         if current is not None and form.priority <= current.priority:
             if form.kind == "killed":
                 self._warn(text)
             tb = run.open_tracebacks.pop(key, None)
             if tb is not None:
-                _adopt(current, tb)
+                # another process's traceback that ended in the same kind of failure ran the same code
+                sibling = key != current.key and form.ran_out_of == current.ran_out_of and not current.cut
+                _adopt(current, tb, sibling=sibling)
             return
         tb = run.open_tracebacks.pop(key, None)
         if tb is not None:
@@ -745,6 +854,7 @@ class LogScanner:
             snapshot=snap,
             pending_lines=3 if form.kind == "cuda_oom" and "capac" not in text else 0,
             after_seq=run.tracebacks_opened,
+            mention=mention,
         )
         if current is not None and current.kind == "killed" and current.line:
             self._warn(current.line)
@@ -784,8 +894,9 @@ class LogScanner:
             run.failure.host = key[5:]
 
     def _restart_if_failed(self) -> bool:
-        """A new run starts in the same file: keep the failed one, start over."""
-        if self.run.failure is None:
+        """A new run starts in the same file: keep the failed one, start over (a reporter's sentence naming
+        the OOM is no failed run: the log pasted after it is the run it speaks of)."""
+        if self.run.failure is None or self.run.failure.mention:
             return False
         self.last_failed = self.run
         self.run = Run()
@@ -793,21 +904,51 @@ class LogScanner:
         return True
 
 
+def _is_mention(form: OomForm, text: str) -> bool:
+    """A GPU OOM's words inside a sentence ("I met the `CUDA out of memory` problem", "CI often fails with
+    torch.OutOfMemoryError: CUDA out of memory: https://..."): three or more words before them, none of them
+    an error line's (FAILED, ERROR, an exception name), and no numbers. It counts as the failure only until
+    the message itself or its traceback comes."""
+    if form.ran_out_of != "gpu" or "Tried to allocate" in text or "total capac" in text:
+        return False
+    m = _OOM_WORDS.search(text)
+    if m is None:
+        return False
+    before = text[: m.start()]
+    words = _WORD.findall(before)
+    if any(w in _ERROR_WORDS or w.endswith(("Error", "Exception")) for w in words):
+        return False
+    # a Chinese sentence counts by its characters: "训练到一半报 CUDA out of memory"
+    return len(words) >= 3 or len(_CJK.findall(before)) >= 2
+
+
+_OOM_WORDS = lazy(r"(?:[\w.]*\.)?OutOfMemoryError|(?:CUDA|HIP|NPU|XPU) (?:[Ee]rror: )?out of memory")
+_WORD = lazy(r"[A-Za-z]+")
+_CJK = lazy(r"[\u4e00-\u9fff]")
+_ERROR_WORDS = frozenset({"FAILED", "ERROR", "E", "CRITICAL", "WARNING", "WARN", "Traceback", "raise"})
+
+
 def _has_frame_lines(block: list[str]) -> bool:
     return any(match_frame_line(line) is not None for line in block)
 
 
-def _adopt(failure: Failure, tb: _Traceback) -> bool:
+def _adopt(failure: Failure, tb: _Traceback, *, sibling: bool = False) -> bool:
     """Some errors print before their traceback (NCCL's "WARN Cuda failure 'out of memory'", a second rank's
     message interleaved ahead of its frames, or a reporter who pasted the error first). A failure whose
     own block holds no frame takes the first traceback with frames that opened after it, from the same
-    process (or any process when the error line carried no prefix). True when it adopted one."""
-    if failure.adopted or failure.cut or not tb.has_frames or tb.seq <= failure.after_seq:
+    process (or any process when the error line carried no prefix). ``sibling``: the traceback of another
+    process that failed the same way (data-parallel ranks run the same code), whenever it was printed.
+    True when it adopted one."""
+    if failure.adopted or failure.cut or not tb.has_frames:
         return False
-    if tb.key != failure.key and failure.key != "":
+    if not sibling and (tb.seq <= failure.after_seq or (tb.key != failure.key and failure.key != "")):
         return False
     if _has_frame_lines(failure.block):
         return False
     failure.block = tb.lines + failure.block
     failure.adopted = True
+    failure.adopted_from = tb.key if sibling else None
+    if failure.mention:
+        # the run's state when its traceback began, not when the reporter talked about it
+        failure.snapshot = tb.snapshot
     return True

@@ -10,10 +10,9 @@ from typing import Any
 
 from oomdoctor.datafiles import load_data_file
 from oomdoctor.lazyre import lazy
+from oomdoctor.text import Text
 
 MARKERS_FILE = Path(__file__).with_name("log_markers.yaml")
-
-LocalText = dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class FrameRule:
     phase: str | None
     functions: frozenset[str]
     files: tuple[str, ...]
-    why: LocalText
+    why: Text
 
     def matches(self, function: str | None, path: str | None) -> bool:
         if self.functions and (function is None or function not in self.functions):
@@ -53,7 +52,7 @@ class CodeRule:
     role: str
     phase: str | None
     contains: tuple[str, ...]
-    why: LocalText
+    why: Text
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,8 @@ class Marker:
     context: str | None  # None for set-up markers
     setup: bool
     pattern: re.Pattern[str]
-    why: LocalText
+    why: Text
+    after: str | None = None  # counts only when the run's context is this one (e.g. after_train)
 
 
 @dataclass(frozen=True)
@@ -100,12 +100,14 @@ class Tables:
     zero_stage_any: re.Pattern[str]
     output_dir_logs: tuple[str, ...]
     trainer_log: str
+    step_counters: tuple[re.Pattern[str], ...] = ()  # other trainers' step lines: groups n (done) and total
+    step_counter_any: re.Pattern[str] | None = None
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
 
-def _why(entry: dict[str, Any]) -> LocalText:
+def _why(entry: dict[str, Any]) -> Text:
     why = entry.get("why") or {}
-    return {"en": str(why.get("en", "")), "zh": str(why.get("zh", why.get("en", "")))}
+    return Text(en=str(why.get("en", "")), zh=str(why.get("zh", why.get("en", ""))))
 
 
 def _any_of(patterns: list[str]) -> re.Pattern[str]:
@@ -149,6 +151,7 @@ def tables() -> Tables:
             setup=bool(m.get("setup", False)),
             pattern=lazy(m["pattern"]),
             why=_why(m),
+            after=m.get("after"),
         )
         for m in raw["markers"]
     )
@@ -176,5 +179,9 @@ def tables() -> Tables:
         zero_stage_any=_any_of([z["pattern"] for z in raw["zero_stage"]["lines"]]),
         output_dir_logs=tuple(raw["output_dir_logs"]),
         trainer_log=str(raw["trainer_log"]),
+        step_counters=tuple(re.compile(c["pattern"]) for c in raw.get("step_counters") or ()),
+        step_counter_any=_any_of([c["pattern"] for c in raw["step_counters"]])
+        if raw.get("step_counters")
+        else None,
         raw=raw,
     )

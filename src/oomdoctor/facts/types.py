@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from oomdoctor.text import Text
+
 Phase = Literal["load", "first_batch", "long_sample", "eval", "save", "optimizer_step", "unknown", "none"]
 PHASES: tuple[str, ...] = (
     "load",
@@ -190,6 +192,10 @@ class LogFacts:
     last_loss: float | None = None
     eval_loss: float | None = None
     train_runtime_s: float | None = None
+    # where the log ends: the context of the last marker (load / train / eval / save / after_train / zero_init),
+    # None when no marker was seen; with no failure, what the run was doing when the log stops
+    stopped_in: str | None = None
+    nonfinite_seen: bool = False  # a loss or grad_norm printed as nan / inf (training diverged)
     vram_allocated_gib: float | None = None  # RECORD_VRAM peak from trainer_log.jsonl
     vram_reserved_gib: float | None = None
     bytes_read: int = 0
@@ -198,7 +204,7 @@ class LogFacts:
     ran_out_of: str | None = None  # "gpu" / "host": which memory the failure was about
     error_type: str | None = None  # exception class as printed, e.g. "torch.OutOfMemoryError", "MemoryError"
     phase_confidence: str | None = None  # "high" (frames / markers say so) / "low" (inferred from absence)
-    phase_evidence_text: list[dict[str, str]] = field(default_factory=list)  # phase_evidence in en + zh
+    phase_evidence_text: list[Text] = field(default_factory=list)  # phase_evidence in en + zh
     traceback_cut: bool = False  # the log ends inside a traceback (no error line): phase is where it failed
     other_error: str | None = None  # the error line when the run failed for something other than memory
     host: str | None = None  # "gpu-q-13:" style prefix of the failing process

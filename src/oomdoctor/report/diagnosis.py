@@ -84,7 +84,8 @@ def report(
     out: list[str] = []
     if not d.oom:
         no_line = any(f.id == "no_error_line" for f in d.findings)
-        out.append(msg("r_no_error_line" if no_line else "r_no_oom", lang))
+        stops = any(f.id.startswith("log_stops_") for f in d.findings)
+        out.append(msg("r_no_error_line" if no_line else "r_log_stops" if stops else "r_no_oom", lang))
     else:
         phase, cause = msg(f"phase_{d.phase}", lang), msg(f"cause_{d.cause}", lang)
         if d.step is not None:

@@ -43,8 +43,8 @@ def _question_for(loaded: LoadedNode) -> Question:
     assert node.ask.text is not None and node.ask.answers is not None
     return Question(
         key=node.ask.key,
-        text=node.ask.text.as_dict(),
-        answers=[Answer(value=a.value, label=a.label.as_dict()) for a in node.ask.answers],
+        text=node.ask.text,
+        answers=[Answer(value=a.value, label=a.label) for a in node.ask.answers],
         asked_by=node.id,
     )
 
@@ -91,7 +91,27 @@ def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]
                 asked.append(builtin_question(key, brings or "engine"))
         if asked:
             return asked
+    return _phase_beside(facts, rules, walk, open_keys)
+
+
+def _phase_beside(facts: Facts, rules: RuleSet, walk: Walk, open_keys: list[str]) -> list[Question]:
+    """The phase, when no answer changes the proposal but one changes its alternatives: a change that frees
+    memory outside the run (stop the other job) is the first step wherever it ran out, and what to change in
+    the run if that cannot be done depends on where it ran out."""
+    if "phase" not in open_keys or not walk.candidates:
+        return []
+    current = _alternative(walk)
+    for value in rules.questions["phase"].allowed:
+        if (
+            _alternative(walk_rules(facts.with_answers({"phase": value}), rules, with_effect=False))
+            != current
+        ):
+            return [builtin_question("phase", walk.candidates[0][1].rule)]
     return []
+
+
+def _alternative(walk: Walk) -> str | None:
+    return walk.candidates[1][1].rule if len(walk.candidates) > 1 else None
 
 
 def _top_with(facts: Facts, rules: RuleSet, answers: dict[str, str]) -> str | None:

@@ -13,9 +13,10 @@ import math
 
 from oomdoctor.facts.account import account_of, reserve_is_real
 from oomdoctor.facts.logits import logits_frame, request_is_logits
-from oomdoctor.facts.types import GpuDevice, LogFacts
+from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
 from oomdoctor.lazyre import lazy
 from oomdoctor.rules.facts import Derived, Facts
+from oomdoctor.rules.log_stop import log_stop
 from oomdoctor.rules.questions import yes_no
 
 # How the log's OOM kind maps to the memory that ran out, when the log reader does not say (ran_out_of).
@@ -76,7 +77,13 @@ def log_failed(facts: Facts) -> bool:
     excerpt) whose memory the user has since named: frames alone are no evidence of an OOM (a cut ValueError
     has the same frames), so until then it is "no error line" and the memory kind is asked."""
     log = facts.log
-    return log is not None and (log.oom or (error_line_missing(facts) and _oom_confirmed(facts)))
+    unsaid = error_line_missing(facts) or log_stops_silently(facts)
+    return log is not None and (log.oom or (unsaid and _oom_confirmed(facts)))
+
+
+def log_stops_silently(facts: Facts) -> bool:
+    """The log shows a run under way and stops with no error line of any kind (rules/log_stop.py)."""
+    return log_stop(facts.config, facts.log) is not None
 
 
 def error_line_missing(facts: Facts) -> bool:
@@ -116,17 +123,44 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
             return scheduled, "schedule"
     if weights_loaded is False:
         return "load", "weights_loaded"
+    stop = log_stop(facts.config, log)
+    if stop is not None and stop.where == "load" and log_failed(facts):
+        return "load", "log_stop"  # confirmed an OOM by an answer: the log stops before the first step
     config = facts.config
+    if log is None and _weights_exceed_card(facts):
+        return "load", "weights_size"  # no log: the weights alone do not fit, so it stops while loading
     if (
         config is not None
-        and config.evaluation_only
-        and log_failed(facts)
+        and evaluation_only(config)
+        and (log is None or log_failed(facts))
         and not _card_held_by_others(facts)
     ):
         return "eval", "config"  # nothing but evaluation runs after the weights load
     if _bare_logits_request(facts):
         return ("long_sample" if log is not None and log.good_steps else "first_batch"), "logits_size"
     return "unknown", "none"
+
+
+def _weights_exceed_card(facts: Facts) -> bool:
+    """The estimate's weights on each card (after quantisation and ZeRO-3 sharding) are more than the card."""
+    capacity, est = facts.derived.capacity_mib, facts.estimate
+    weights = est.terms.get("weights") if est is not None else None
+    return bool(capacity and weights and weights > capacity)
+
+
+def evaluation_only(config: ConfigFacts) -> bool:
+    """The config runs no training step: an evaluation-only run as the config reader tells it (``llamafactory-cli
+    eval`` arguments, do_predict without do_train), or generation-based prediction (``predict_with_generate``,
+    which LLaMA-Factory's SFT only runs in evaluation and prediction) or do_eval with training written off."""
+    if config.evaluation_only:
+        return True
+    if config.do_train:
+        return False
+    raw = config.raw
+    if raw.get("predict_with_generate") is True:
+        return True
+    evaluates = config.do_eval or raw.get("do_eval") is True or raw.get("do_predict") is True
+    return raw.get("do_train") is False and evaluates
 
 
 def _bare_logits_request(facts: Facts) -> bool:
@@ -270,7 +304,8 @@ def _other_processes(facts: Facts) -> tuple[float | None, list[int], int | None]
     log = facts.log
     acc = account_of(log)
     if acc is not None and (acc.listed or acc.self_pid is not None):
-        return acc.listed_mib, [p.pid for p in acc.listed], acc.self_pid
+        held = acc.listed_mib + acc.held_by_unmeasured_mib  # "0 bytes" entries: their share from the sum
+        return held, [p.pid for p in acc.listed], acc.self_pid
     if acc is not None and acc.stranger_mib > 0:
         return acc.stranger_mib, [], None  # no process list: what lies outside this run's reserve
     if log is not None and log.other_processes:
@@ -288,8 +323,10 @@ def _other_process_whose(facts: Facts) -> str | None:
     acc = account_of(facts.log)
     if acc is not None and (acc.listed or acc.self_pid is not None or acc.stranger_mib > 0):
         big = [p for p in acc.listed if p.whose in ("stranger", "unclear")]
-        if any(p.whose == "unclear" for p in big):
-            return "unclear"
+        if any(p.whose == "unclear" for p in big) or acc.held_by_unmeasured_mib > 0:
+            return "unclear"  # "0 bytes" entries holding the rest: this run's other ranks, or another job
+        if acc.own_ranks and not big:
+            return "own_ranks"
         return "stranger" if big or acc.stranger_mib > 0 else None
     return "stranger" if _other_processes(facts)[0] else None  # NVML: processes alive on this machine now
 
@@ -457,6 +494,7 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
     padded = _padded_longest(facts)
     logits_evidence = _logits_evidence(facts, padded)
     card_name = device.name if device is not None else (log.card_name if log is not None else None)
+    stop = log_stop(config, log)
     return dataclasses.replace(
         run,
         oom=log is None or log_failed(facts) or "phase" in facts.answers,
@@ -486,4 +524,6 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
         other_process_whose=_other_process_whose(facts),
         logits_evidence=logits_evidence,
         dominant_cause=_dominant_cause(facts, logits_evidence),
+        log_stop=stop.where if stop is not None else None,
+        log_stop_next=stop.next_kind if stop is not None else None,
     )

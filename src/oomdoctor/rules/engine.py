@@ -72,7 +72,7 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
     rules = rules if rules is not None else load_rules()
     check_answers(facts.answers, rules)
     findings = fact_findings(facts)
-    if not facts.derived.oom and error_line_missing(facts):
+    if not facts.derived.oom and (error_line_missing(facts) or facts.derived.log_stop is not None):
         return _no_error_line(facts, findings)
     if not facts.derived.oom:
         findings.insert(0, Finding(id="no_oom", text=both("f_no_oom")))
@@ -98,16 +98,18 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
 
 
 def _no_error_line(facts: Facts, findings: list[Finding]) -> Diagnosis:
-    """A traceback cut before its error line: frames are no evidence of an OOM, so nothing is diagnosed; the
-    finding says "no error line" and the phase is asked first, one tier at a time as always (an answer, or a
-    memory kind, makes it an OOM: ``log_failed``)."""
+    """A traceback cut before its error line, or a log that stops with no error line at all: neither is
+    evidence of an OOM, so nothing is diagnosed; the finding says where it stops and the phase is asked first,
+    one tier at a time as always (an answer, or a memory kind, makes it an OOM: ``log_failed``). A log that
+    stops before the first step has its phase already: there the memory kind is asked."""
+    key = "memory_kind" if facts.derived.log_stop == "load" else "phase"
     return _diagnosis(
         facts,
         oom=False,
         phase="unknown",
         cause="unknown",
         findings=findings,
-        questions=[builtin_question("phase", "engine")],
+        questions=[builtin_question(key, "engine")],
     )
 
 

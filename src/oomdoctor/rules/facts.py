@@ -66,7 +66,8 @@ class Derived:
     phase_source: str = _fact(
         "answer / log / schedule (the log narrows it to evaluation or save, the config's eval/save schedule "
         "at that step picks one) / weights_loaded / config / logits_size (a frameless message whose request "
-        "is this batch's logits) / none",
+        "is this batch's logits) / log_stop (a log with no error line that stops before the first step, made an "
+        "OOM by an answer) / weights_size (no log, and the weights alone on each card are more than the card) / none",
         "none",
     )
     phase_candidates: tuple[str, ...] = _fact(
@@ -179,11 +180,21 @@ class Derived:
     )
     other_process_whose: str | None = _fact(
         "whose the memory outside this run is: stranger (another job), unclear (a listed process that may be "
-        "this run's own: another rank, its vLLM engine, this notebook's kernel), None: none"
+        "this run's own: another rank, its vLLM engine, this notebook's kernel), own_ranks (the listed processes "
+        "and this one make up the stated world size: this run's other ranks on the same card), None: none"
     )
     logits_evidence: str | None = _fact(
         "frame (a function over the full-vocabulary logits among the failure's innermost frames) / size (the "
         "request is micro-batch x padded length x vocabulary x 4 or 2 bytes, x2 for DPO/KTO pairs) / None"
+    )
+    log_stop: str | None = _fact(
+        "where a log that shows a run under way stops with no error line at all (rules/log_stop.py): load "
+        "(weights loading or loaded, no step yet) / train (inside the training steps) / train_end (every step "
+        "done, no end-of-training summary); None: the log has an error line, its own end, or shows no run"
+    )
+    log_stop_next: str | None = _fact(
+        "save / eval: what the config's schedule runs right after the last step such a log shows (the likely "
+        "place it stopped, asked, not asserted); None when nothing is scheduled there"
     )
     dominant_cause: str | None = _fact(
         "what the failing step's biggest term is: logits when logits_evidence says so, else the estimate's "

@@ -13,22 +13,15 @@ from oomdoctor.diagnosis import Finding
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.ranks import rank_findings
 from oomdoctor.facts.types import ConfigFacts
-from oomdoctor.i18n import LANGS, Lang, both, msg
+from oomdoctor.i18n import MESSAGES, Lang, both, msg
 from oomdoctor.rules.derive import error_line_missing
 from oomdoctor.rules.facts import Facts
-from oomdoctor.rules.texts import mib_text
+from oomdoctor.rules.log_stop import log_stop
+from oomdoctor.rules.texts import count_text, mib_text
+from oomdoctor.text import Text
 
 Producer = Callable[[Facts], list[Finding]]
 
-# The estimator's term names, as the user reads them.
-TERM_NAMES: dict[str, dict[str, str]] = {
-    "weights": {"en": "weights", "zh": "模型权重"},
-    "trainable_state": {"en": "trainable state (gradients + optimizer)", "zh": "可训练状态(梯度与优化器)"},
-    "activations": {"en": "stored activations", "zh": "中间激活"},
-    "logits_loss": {"en": "logits and loss", "zh": "logits 与损失计算"},
-    "eval": {"en": "evaluation", "zh": "验证"},
-    "overhead": {"en": "overhead", "zh": "运行开销"},
-}
 # A reserved-but-unallocated block is worth a line from this share of the request on.
 FRAGMENTATION_FINDING_SHARE = 0.5
 # Phases where the micro-batch sets the peak, so "the largest micro-batch that fits" is worth saying.
@@ -42,8 +35,7 @@ def finding(fid: str, severity: str = "info", /, **fields: Any) -> list[Finding]
 
 def per_language(fid: str, fields: Callable[[Lang], dict[str, Any]]) -> list[Finding]:
     """One finding whose fields are themselves texts in the reader's language."""
-    text: dict[str, str] = {lang: msg(f"f_{fid}", lang, **fields(lang)) for lang in LANGS}
-    return [Finding(id=fid, text=text)]
+    return [Finding(id=fid, text=Text.each(lambda lang: msg(f"f_{fid}", lang, **fields(lang))))]
 
 
 # --- the producers, in the order they are shown -------------------------------------------------------------
@@ -51,14 +43,42 @@ def per_language(fid: str, fields: Callable[[Lang], dict[str, Any]]) -> list[Fin
 
 def _inputs(facts: Facts) -> list[Finding]:
     if facts.log is None:
-        return finding("no_log")
+        return _no_log(facts)
     return finding("log_only") if facts.config is None else []
+
+
+def _no_log(facts: Facts) -> list[Finding]:
+    """No log: what the config alone placed (evaluation only; weights bigger than the card), else the question."""
+    d, est = facts.derived, facts.estimate
+    if d.phase_source == "config":
+        return finding("no_log_config_phase")
+    if d.phase_source == "weights_size" and est is not None:
+        return finding(
+            "no_log_weights_exceed", weights=mib_text(est.terms.get("weights")), card=mib_text(d.capacity_mib)
+        )
+    return finding("no_log")
 
 
 def _traceback_cut(facts: Facts) -> list[Finding]:
     if error_line_missing(facts):
         return finding("traceback_cut" if facts.derived.oom else "no_error_line", "warning")
     return []
+
+
+def _log_stop(facts: Facts) -> list[Finding]:
+    """A log with no error line that stops while a run is under way: where, and what the config runs next."""
+    stop = log_stop(facts.config, facts.log)
+    if stop is None:
+        return []
+    known = stop.step is not None and stop.total is not None
+    fid = f"log_stops_{stop.where}" if known or stop.where == "load" else "log_stops_steps_unknown"
+    out = finding(fid, "warning", step=stop.step, total=stop.total)
+    if stop.next_kind is not None:
+        out += per_language(
+            "log_stops_next",
+            lambda lang: {"what": msg(f"phase_{stop.next_kind}", lang), "at": stop.next_step},
+        )
+    return out
 
 
 def _ranks(facts: Facts) -> list[Finding]:
@@ -88,7 +108,7 @@ def _phase_evidence(facts: Facts) -> list[Finding]:
     d, log = facts.derived, facts.log
     if log is None or d.phase_source != "log" or not (log.phase_evidence_text or log.phase_evidence):
         return []
-    evidence = log.phase_evidence_text or [{"en": e, "zh": e} for e in log.phase_evidence]
+    evidence = log.phase_evidence_text or [Text(en=e, zh=e) for e in log.phase_evidence]
     return per_language(
         "phase_evidence",
         lambda lang: {
@@ -165,6 +185,12 @@ def _other_processes(facts: Facts) -> list[Finding]:
     d = facts.derived
     if not d.other_process_mib:
         return []
+    if d.other_process_whose == "own_ranks":
+        pids = ", ".join(str(p) for p in d.other_process_pids)
+        world = d.world_size
+        return finding(
+            "own_ranks_on_card", "warning", mib=mib_text(d.other_process_mib), pids=pids, world=world
+        )
     pids = ", ".join(str(p) for p in d.other_process_pids)
     return finding("other_processes", "warning", mib=mib_text(d.other_process_mib), pids=pids)
 
@@ -207,9 +233,19 @@ def _eval_batch_default(facts: Facts) -> list[Finding]:
 
 def _multi_gpu_no_deepspeed(facts: Facts) -> list[Finding]:
     d = facts.derived
-    if facts.config is None or (d.processes_at_least or 1) <= 1 or d.sharded_by != "none":
+    processes = _processes_shown(facts)
+    if facts.config is None or processes <= 1 or d.sharded_by != "none":
         return []
-    return finding("multi_gpu_no_deepspeed", "warning", world=d.processes_at_least)
+    return finding("multi_gpu_no_deepspeed", "warning", world=processes)
+
+
+def _processes_shown(facts: Facts) -> int:
+    """The training processes the readings show: a stated world size, else one past a ``[rankN]`` number. A
+    ``GPU N`` in the message is only a device index: one process may use several cards (``device_map``)."""
+    d, log = facts.derived, facts.log
+    if d.world_size is not None:
+        return d.world_size
+    return log.rank + 1 if log is not None and log.rank is not None else 1
 
 
 def _cutoff_above_longest(facts: Facts) -> list[Finding]:
@@ -265,13 +301,64 @@ def _dominant_term(facts: Facts) -> list[Finding]:
     if est is None or est.dominant_term not in est.terms:
         return []
     term = est.dominant_term
-    name = TERM_NAMES.get(term, {"en": term, "zh": term})
-    return per_language("dominant_term", lambda lang: {"term": name[lang], "mib": mib_text(est.terms[term])})
+    # the term's name as the user reads it (catalogue: dominant_term_<term>)
+    name = both(f"dominant_term_{term}") if f"dominant_term_{term}" in MESSAGES else Text(en=term, zh=term)
+    return finding("dominant_term", term=name, mib=mib_text(est.terms[term]))
 
 
-def in_effect(config: ConfigFacts) -> list[dict[str, str]]:
+# Stages whose micro-batch holds two sequences a sample (chosen and rejected, or a pair for the reward model).
+PAIR_STAGES = frozenset({"dpo", "kto", "rm"})
+
+
+def _logits_likely(facts: Facts) -> list[Finding]:
+    """Where it ran out is still open and the estimate's largest term is the loss's logits: named as the likely
+    cause of a training-step OOM (chosen and rejected together for a pairwise stage), beside the question."""
+    est, config = facts.estimate, facts.config
+    if facts.derived.phase != "unknown" or est is None or config is None:
+        return []
+    if est.dominant_term != "logits_loss" or not est.terms.get("logits_loss"):
+        return []
+    pairs = (config.stage or "sft").lower() in PAIR_STAGES
+    return finding(
+        "logits_likely_pairs" if pairs else "logits_likely",
+        mib=mib_text(est.terms["logits_loss"]),
+        cutoff=config.cutoff_len,
+    )
+
+
+def _vision_tokens(facts: Facts) -> list[Finding]:
+    """A multimodal run: the tokens and vision-tower patches one image (and one video) becomes, against the cutoff."""
+    from oomdoctor.estimate.vision import vision_tokens
+
+    config = facts.config
+    vt = vision_tokens(config, facts.model)
+    if config is None or vt is None:
+        return []
+    trained = config.raw.get("freeze_vision_tower") is False
+
+    def fields(lang: Lang) -> dict[str, Any]:
+        extra = []
+        if trained:
+            extra.append(msg("f_vision_trained", lang))
+        if vt.image_tokens > config.cutoff_len:
+            extra.append(msg("f_vision_over_cutoff", lang, cutoff=config.cutoff_len))
+        if vt.video_tokens is not None:
+            extra.append(
+                msg("f_vision_video", lang, tokens=count_text(vt.video_tokens), frames=vt.video_frames)
+            )
+        return {
+            "pixels": count_text(vt.image_pixels),
+            "tokens": count_text(vt.image_tokens),
+            "patches": count_text(vt.image_tokens * 4),
+            "more": "".join(extra),
+        }
+
+    return per_language("vision_tokens", fields)
+
+
+def in_effect(config: ConfigFacts) -> list[Text]:
     """What the config already turns on (gradient checkpointing, precision, quantisation, ZeRO, offload)."""
-    items: list[dict[str, str]] = []
+    items: list[Text] = []
     if config.gradient_checkpointing:
         items.append(both("in_gc_default" if config.gradient_checkpointing_by_default else "in_gc"))
     if config.pure_bf16:
@@ -305,6 +392,7 @@ def _in_effect(facts: Facts) -> list[Finding]:
 FACT_FINDINGS: tuple[Producer, ...] = (
     _inputs,
     _traceback_cut,
+    _log_stop,
     _ranks,
     _other_error,
     _phase_answer_over_log,
@@ -324,6 +412,8 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _weights_share,
     _fitting_micro_batch,
     _dominant_term,
+    _logits_likely,
+    _vision_tokens,
     _in_effect,
 )
 

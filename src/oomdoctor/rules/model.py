@@ -58,6 +58,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The schema of a rule's text (its docstring is the schema's description); a loaded rule holds the one runtime
+# type, oomdoctor.text.Text (rules/nodes.py).
 class LocalText(_Strict):
     """A text in both languages; neither may be empty."""
 

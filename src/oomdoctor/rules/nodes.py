@@ -17,17 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomdoctor.rules.operators import OPERATORS
+from oomdoctor.text import Text
 
-
-@dataclass(frozen=True)
-class LocalText:
-    """A text in both languages."""
-
-    en: str
-    zh: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"en": self.en, "zh": self.zh}
+# A rule's text in both languages is the one bilingual type; the name is its pydantic twin's (model.LocalText).
+LocalText = Text
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,13 @@ from typing import Any
 
 from oomdoctor.diagnosis import EstimatedEffect, Finding, Proposal
 from oomdoctor.errors import BadInput
-from oomdoctor.i18n import LANGS, both, msg
+from oomdoctor.i18n import both, msg
 from oomdoctor.rules import change_ops
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import LoadedNode
 from oomdoctor.rules.nodes import RuleNode
 from oomdoctor.rules.texts import mib_text, render
+from oomdoctor.text import Text
 
 # A config field the log also reports: used for "old" values when only a log was given.
 LOG_EQUIVALENTS: dict[str, str] = {
@@ -80,7 +81,7 @@ def _cause_of(node: RuleNode, facts: Facts) -> str:
     return cause.map.get(str(value), cause.default) if value is not None else cause.default
 
 
-def _requirements(node: RuleNode) -> list[dict[str, str]]:
+def _requirements(node: RuleNode) -> list[Text]:
     out = []
     for req in node.requires:
         installed = importlib.util.find_spec(req.module.split(".")[0]) is not None
@@ -123,19 +124,14 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
     if phase is None:
         return EstimatedEffect(before_mib=before, after_mib=after.peak_allocated_mib, fits_after=after.fits)
     after_mib = after.phases.get(phase, after.peak_allocated_mib)
-    note: dict[str, str] = {
-        lang: msg("effect_phase", lang, phase=msg(f"estimate_phase_{phase}", lang)) for lang in LANGS
-    }
+    note = Text.each(lambda lang: msg("effect_phase", lang, phase=msg(f"estimate_phase_{phase}", lang)))
     top = _peak_elsewhere(after.phases, phase, after_mib)
     if top is None:
         return EstimatedEffect(before_mib=before, after_mib=after_mib, fits_after=after.fits, note=note)
     # The run's fit is decided in another phase (say evaluation at the default batch of 8): this change alone
     # does not settle it, so say where the peak now is instead of a fit verdict.
-    for lang in LANGS:
-        where = msg(f"estimate_phase_{top}", lang)
-        note[lang] = (
-            f"{note[lang]}; {msg('effect_other_peak', lang, phase=where, mib=mib_text(after.phases[top]))}"
-        )
+    other = both("effect_other_peak", phase=both(f"estimate_phase_{top}"), mib=mib_text(after.phases[top]))
+    note = Text(en=f"{note.en}; {other.en}", zh=f"{note.zh}; {other.zh}")
     return EstimatedEffect(before_mib=before, after_mib=after_mib, fits_after=None, note=note)
 
 

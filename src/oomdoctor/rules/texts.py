@@ -8,7 +8,7 @@ from typing import Any
 from oomdoctor.report import units
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import PLACEHOLDER
-from oomdoctor.rules.nodes import LocalText
+from oomdoctor.text import Text
 
 
 def show(value: Any, spec: str | None = None) -> str:
@@ -29,12 +29,17 @@ def show(value: Any, spec: str | None = None) -> str:
     return str(value)
 
 
+def count_text(value: float | None) -> str:
+    """A count as findings print it (tokens, pixels): whole, with thousands separators; "?" when unknown."""
+    return units.number(value, missing="?")
+
+
 def mib_text(value: float | None) -> str:
     """MiB as findings print them: whole, with thousands separators; "?" when unknown."""
     return units.mib(value, unit=False, missing="?")
 
 
-def render(text: LocalText, facts: Facts, changes: dict[str, list[Any]]) -> dict[str, str]:
+def render(text: Text, facts: Facts, changes: dict[str, list[Any]]) -> Text:
     """Fill ``{fact.path}``, ``{old.field}``, ``{new.field}`` (optionally ``{path:.0f}``) in both languages."""
 
     def fill(match: Any) -> str:
@@ -47,4 +52,4 @@ def render(text: LocalText, facts: Facts, changes: dict[str, list[Any]]) -> dict
             value = facts.get(ref)
         return show(value, spec)
 
-    return {"en": PLACEHOLDER.sub(fill, text.en), "zh": PLACEHOLDER.sub(fill, text.zh)}
+    return Text(en=PLACEHOLDER.sub(fill, text.en), zh=PLACEHOLDER.sub(fill, text.zh))

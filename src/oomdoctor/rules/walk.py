@@ -14,6 +14,7 @@ from oomdoctor.rules.loader import LoadedNode, RuleSet
 from oomdoctor.rules.nodes import RuleNode
 from oomdoctor.rules.proposals import build_proposal
 from oomdoctor.rules.texts import render
+from oomdoctor.text import Text
 
 Candidate = tuple[RuleNode, Proposal, list[Finding]]
 
@@ -24,7 +25,7 @@ class Walk:
     and the nodes an unknown fact left undecided."""
 
     candidates: list[Candidate] = field(default_factory=list)
-    already_on: list[dict[str, str]] = field(default_factory=list)
+    already_on: list[Text] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)  # guards that held, changes not computable
     undecided: list[LoadedNode] = field(default_factory=list)
 

@@ -16,6 +16,7 @@ import functools
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,14 @@ from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import Lang, both, msg, pick
 from oomdoctor.report import units
 from oomdoctor.report.table import table as _table
+from oomdoctor.text import Text
 from oomdoctor.trial.folder import TrialFolder
 
 _EFFECTS_FILE = Path(__file__).with_name("field_effects.yaml")
 MEMORY_EFFECTS = ("less", "more", "none", "depends", "unknown")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
-LocalText = dict[str, str]
+LocalText = Text
 
 
 @functools.lru_cache(maxsize=1)
@@ -202,10 +204,10 @@ def _field_change(key: str, old: Any, new: Any, spec: dict[str, Any], risks: dic
         new=new,
         direction=direction,
         memory=effect["memory"],
-        label=dict(spec.get("label") or {"en": key, "zh": key}),
+        label=Text.of(spec.get("label") or {"en": key, "zh": key}),
         risks=list(effect.get("risks", [])),
-        risk_texts=[dict(risks[r]) for r in effect.get("risks", [])],
-        note=dict(effect["note"]) if effect.get("note") else None,
+        risk_texts=[Text.of(risks[r]) for r in effect.get("risks", [])],
+        note=Text.of(effect["note"]) if effect.get("note") else None,
         bookkeeping=bool(spec.get("bookkeeping")),
     )
 
@@ -257,7 +259,7 @@ def _pair_changes(changes: list[FieldChange], specs: dict[str, Any]) -> None:
             change.note = both("cmp_keeps_effective_batch", partner=partner.field,
                                before=_value(change.old * partner.old))  # fmt: skip
             change.risks = [r for r in change.risks if r != "different_training"]
-            change.risk_texts = [field_effects()["risks"][r] for r in change.risks]
+            change.risk_texts = [Text.of(field_effects()["risks"][r]) for r in change.risks]
 
 
 def _review_warnings(review: ConfigReview) -> list[LocalText]:
@@ -331,7 +333,7 @@ class TrialRow:
 @dataclass
 class Comparison:
     rows: list[TrialRow]
-    warnings: list[LocalText] = field(default_factory=list)
+    warnings: list[dict[str, str]] = field(default_factory=list)  # a text with its kind
 
     @property
     def comparable(self) -> bool:
@@ -343,7 +345,7 @@ class Comparison:
             item = to_jsonable(row)
             item["peak_gib"] = None if row.peak_gib is None else round(row.peak_gib, 2)
             item["difference"] = (
-                both("cmp_delta", **_delta_fields(row)) if row.delta_peak_mib is not None else None
+                both("cmp_delta", **_delta_fields(row)).as_dict() if row.delta_peak_mib is not None else None
             )
             trials.append(item)
         return {"trials": trials, "comparable": self.comparable, "warnings": self.warnings}
@@ -443,7 +445,7 @@ def outcome_text(row: TrialRow, lang: Lang) -> str:
     return text
 
 
-def _messages() -> dict[str, Any]:
+def _messages() -> Mapping[str, Any]:
     from oomdoctor.i18n import MESSAGES
 
     return MESSAGES
@@ -639,7 +641,7 @@ def compare_trials(dirs: list[Path] | list[str]) -> Comparison:
     for row, name in zip(rows, distinct_names([Path(d) for d in dirs]), strict=True):
         row.name = name
     first, first_config = loaded[0]
-    warnings: list[LocalText] = []
+    warnings: list[dict[str, str]] = []
     for row, config in loaded[1:]:
         if first.peak_mib is not None and row.peak_mib is not None:
             row.delta_peak_mib = round(row.peak_mib - first.peak_mib, 1)

@@ -25,6 +25,7 @@ from typing import Any
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts, DataFacts, GpuFacts, ModelFacts
 from oomdoctor.i18n import both, msg
+from oomdoctor.text import Text
 
 DEFAULT_MARGIN = 0.1
 MAX_PROBES = 2
@@ -88,7 +89,7 @@ class FitResult:
     folder: str | None = None
     command: str | None = None
     diff: str | None = None
-    notes: list[dict[str, str]] = field(default_factory=list)
+    notes: list[Text] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

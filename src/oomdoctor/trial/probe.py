@@ -29,6 +29,7 @@ from typing import Any
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import both, msg
+from oomdoctor.text import Text
 
 MILESTONES: tuple[str, ...] = ("load", "longest_batch", "optimizer_step", "eval", "save")
 TRAIN_NAME = "oomdoctor_probe_train"
@@ -69,7 +70,7 @@ class ProbePlan:
     micro_batch: int
     eval_batch: int
     cutoff_len: int
-    how: list[dict[str, str]] = field(default_factory=list)
+    how: list[Text] = field(default_factory=list)
 
     @property
     def longest_tokens(self) -> int:
@@ -183,7 +184,7 @@ def _eval_rows(config: ConfigFacts, lengths: Mapping[str, list[int]], needed: in
     return _longest_first(best, EVAL_NAME, lengths.get(best, []), needed)
 
 
-def _notes(config: ConfigFacts, plan: ProbePlan) -> list[dict[str, str]]:
+def _notes(config: ConfigFacts, plan: ProbePlan) -> list[Text]:
     raw = config.raw
     longest = plan.longest_tokens
     notes = [

@@ -556,7 +556,7 @@ class OomDoctorApp(App[int]):
                 folder=Path(result.folder),
                 config_path=Path(result.config_path),
                 rule=proposal.rule,
-                title=dict(proposal.title),
+                title=proposal.title,
                 changes=dict(proposal.changes),
                 command=result.command,
                 parent=event.parent,

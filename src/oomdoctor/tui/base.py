@@ -46,11 +46,16 @@ class DoctorScreen(Screen[None]):
     def doctor(self) -> DoctorHost:
         return host_of(self)
 
+    composed = False
+    """True once the screen's Mount came, which Textual sends after the composed children are mounted:
+    ``is_mounted`` turns true before them, so a worker's early report must wait for this instead."""
+
     @property
     def lang(self) -> Lang:
         return self.doctor.session.lang
 
     def on_mount(self) -> None:
+        self.composed = True
         localize_bindings(self, self.lang)
 
     async def relabel(self) -> None:

@@ -92,7 +92,7 @@ class PickerScreen(DoctorScreen):
         self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
-        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+        if not self.composed:  # a worker reported before this screen composed: its mount draws it
             return
         session = self.doctor.session
         lang = self.lang
@@ -221,7 +221,7 @@ class MainScreen(DoctorScreen):
         self.call_later(self.refresh_view)  # the view fills in right after the screen is mounted
 
     async def refresh_view(self) -> None:
-        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+        if not self.composed:  # a worker reported before this screen composed: its mount draws it
             return
         session = self.doctor.session
         lang = self.lang
@@ -259,7 +259,7 @@ class MainScreen(DoctorScreen):
     def show_measuring(self) -> None:
         """The measuring line: what is happening and how far; hidden when nothing is being measured.
         Called for every (coalesced) progress report, so it touches only the line itself."""
-        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+        if not self.composed:  # a worker reported before this screen composed: its mount draws it
             return
         session = self.doctor.session
         status = self.query_one("#measure-status", Horizontal)
@@ -436,15 +436,15 @@ def rule_docs(rule_id: str, next_ids: list[str], lang: Lang) -> tuple[str, list[
     """The node's own documentation and the titles of the nodes it leads to, from the loaded rule set
     (cached by the engine); ids stand in for what the rule set does not hold."""
     try:
+        from oomdoctor import text as bilingual  # rich's Text is this module's Text
         from oomdoctor.rules.loader import load_rules
-        from oomdoctor.rules.nodes import LocalText
 
         rules = load_rules()
     except Exception:  # the proposal is still worth showing without its docs
         return "", list(next_ids)
 
-    def text(local: LocalText) -> str:
-        return pick(local.as_dict(), lang)
+    def text(local: bilingual.Text) -> str:
+        return local.pick(lang)
 
     docs = text(rules.get(rule_id).docs) if rule_id in rules.by_id else ""
     titles = [f"{text(rules.get(n).title)} ({n})" if n in rules.by_id else n for n in next_ids]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from oomdoctor.demo import demo_known
 from oomdoctor.i18n import Lang
+from oomdoctor.text import Text
 from oomdoctor.tui.render import proposals_of
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class HistoryEntry:
     folder: Path
     config_path: Path
     rule: str
-    title: dict[str, str]
+    title: Text
     changes: dict[str, list[Any]]
     command: str
     parent: str | None = None  # the trial folder this one was derived from, when it was a trial
@@ -225,7 +226,7 @@ def entry_from_disk(change: SavedChange) -> HistoryEntry:
         folder=change.folder,
         config_path=change.config,
         rule=str(record.get("rule") or change.folder.name),
-        title=dict(record.get("title") or {}),
+        title=Text.of(record.get("title") or {}),
         changes=dict(record.get("changes") or {}),
         command=str(record.get("command") or ""),
         parent=change.parent,

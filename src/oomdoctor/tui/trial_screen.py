@@ -87,7 +87,7 @@ class TrialScreen(DoctorScreen):
 
     def update_from_feed(self, *, full: bool = False) -> None:
         """Redraw from the feed; called for coalesced sample/line messages, so read everything new."""
-        if not self.is_mounted:  # a worker reported before this screen composed: its mount draws it
+        if not self.composed:  # a worker reported before this screen composed: its mount draws it
             return
         feed = self.feed
         lang = self.lang

@@ -14,6 +14,7 @@ from oomdoctor.facts.types import LogFacts, OtherProcess
 from oomdoctor.i18n import msg
 from oomdoctor.resources import rules_dir
 from oomdoctor.rules.facts import Facts
+from oomdoctor.text import Lang, Text
 from oomdoctor.watch.engine import Advice, Plan
 
 SPEC_FILE = "live/warnings.yaml"
@@ -84,10 +85,10 @@ def _hypothetical_log(kind: str, fields: dict[str, Any]) -> LogFacts:
     return log
 
 
-def change_text(proposal: Any, spec: dict[str, Any]) -> dict[str, str]:
+def change_text(proposal: Any, spec: dict[str, Any]) -> Text:
     forms = spec["change_forms"]
-    out = {}
-    for lang in ("en", "zh"):
+
+    def one(lang: Lang) -> str:
         parts = [
             forms["field"][lang].format(field=f, old=old, new=new)
             for f, (old, new) in proposal.changes.items()
@@ -95,8 +96,9 @@ def change_text(proposal: Any, spec: dict[str, Any]) -> dict[str, str]:
         parts += [forms["env"][lang].format(name=k, value=v) for k, v in proposal.env.items()]
         if not parts:
             parts = [forms["manual"][lang].format(title=proposal.title.get(lang, proposal.rule))]
-        out[lang] = "; ".join(parts)
-    return out
+        return "; ".join(parts)
+
+    return Text.each(one)
 
 
 def _choose(diagnosis: Any, prefer_cause: str | None, prefer_rule: str | None = None) -> Any:
@@ -130,7 +132,7 @@ def make_advise(facts: Facts) -> Any:
             _choose(diagnosis, spec.get("prefer_cause"), prefer_rule) if diagnosis is not None else None
         )
         if proposal is None:
-            return Advice(None, {}, {}, {"en": "-", "zh": "-"})
+            return Advice(None, {}, {}, Text(en="-", zh="-"))
         return Advice(
             proposal.rule, dict(proposal.changes), dict(proposal.env), change_text(proposal, load_spec())
         )

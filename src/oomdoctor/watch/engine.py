@@ -16,6 +16,7 @@ from typing import Any
 
 from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.report import units
+from oomdoctor.text import Text
 from oomdoctor.watch import schedule
 
 
@@ -81,8 +82,8 @@ class LiveWarning:
     rule: str | None
     changes: dict[str, list[Any]]
     env: dict[str, str]
-    text: dict[str, str]
-    act: dict[str, str]
+    text: Text
+    act: Text
     pool: str
     time_s: float
     step_seen: int | None  # the step the run was at when it was raised
@@ -109,7 +110,7 @@ class Advice:
     rule: str | None
     changes: dict[str, list[Any]]
     env: dict[str, str]
-    change_text: dict[str, str]
+    change_text: Text
 
 
 # (kind, fields of the warning) -> the decision nodes' change for the failure it foresees
@@ -206,8 +207,8 @@ class WarningEngine:
             rule=advice.rule,
             changes=advice.changes,
             env=advice.env,
-            text={lang: spec["text"][lang].format(**words[lang]) for lang in ("en", "zh")},
-            act={lang: act[lang].format(**words[lang]) for lang in ("en", "zh")},
+            text=Text.each(lambda lang: spec["text"][lang].format(**words[lang])),
+            act=Text.each(lambda lang: act[lang].format(**words[lang])),
             pool=fields["pool"].name,
             time_s=obs.time_s,
             step_seen=obs.step,

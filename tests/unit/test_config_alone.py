@@ -1,0 +1,67 @@
+"""With no log, what the config alone tells (rules/derive._phase): a config that runs no training step ran out
+in evaluation; weights that alone are more than the card ran out while loading. Which memory ran out is still
+asked before any GPU-side change (issue 8 item 6)."""
+
+from __future__ import annotations
+
+from oomdoctor.facts.config import config_from_mapping
+from oomdoctor.facts.model import model_from_name
+from oomdoctor.rules.assemble import facts_of
+from oomdoctor.rules.derive import evaluation_only
+from oomdoctor.rules.engine import diagnose
+
+A100_80GB_MIB = 81_559.0
+
+
+def _config(**fields: object):
+    return config_from_mapping({"stage": "sft", "finetuning_type": "lora", **fields})
+
+
+def test_a_generation_eval_config_with_no_training_is_placed_in_evaluation_and_asks_the_memory() -> None:
+    config = _config(
+        model_name_or_path="Qwen/Qwen2.5-7B-Instruct",
+        eval_dataset="alpaca_en_demo",
+        per_device_eval_batch_size=16,
+        predict_with_generate=True,
+    )
+    diagnosis = diagnose(facts_of(config=config, model=model_from_name(config.model_name_or_path)))
+    assert diagnosis.oom and diagnosis.phase == "eval" and diagnosis.cause == "eval_batch"
+    assert [q.key for q in diagnosis.questions] == ["memory_kind"] and diagnosis.proposal is None
+    assert "no_log_config_phase" in [f.id for f in diagnosis.findings]
+    answered = diagnose(
+        facts_of(
+            config=config, model=model_from_name(config.model_name_or_path), answers={"memory_kind": "gpu"}
+        )
+    )
+    assert answered.proposal is not None and answered.proposal.rule.startswith("eval.")
+
+
+def test_what_runs_no_training_step() -> None:
+    assert evaluation_only(_config(do_train=False, do_eval=True, eval_dataset="x"))
+    assert evaluation_only(_config(do_predict=True, predict_with_generate=True, eval_dataset="x"))
+    assert not evaluation_only(_config(do_train=True, predict_with_generate=True, eval_dataset="x"))
+    assert not evaluation_only(_config(do_train=True, do_eval=True, val_size=0.1))
+    assert not evaluation_only(_config())  # a partial config says nothing either way
+
+
+def test_weights_bigger_than_the_card_are_placed_at_loading() -> None:
+    config = _config(model_name_or_path="meta-llama/Llama-3.1-70B-Instruct", do_train=True)
+    model = model_from_name(config.model_name_or_path)
+    diagnosis = diagnose(facts_of(config=config, model=model, capacity_mib=A100_80GB_MIB))
+    assert diagnosis.oom and diagnosis.phase == "load" and diagnosis.cause == "weights"
+    assert [q.key for q in diagnosis.questions] == ["memory_kind"]
+    assert "no_log_weights_exceed" in [f.id for f in diagnosis.findings]
+
+
+def test_weights_that_fit_once_quantised_or_without_a_card_size_leave_the_phase_asked() -> None:
+    model = model_from_name("meta-llama/Llama-3.1-70B-Instruct")
+    quantised = _config(
+        model_name_or_path="meta-llama/Llama-3.1-70B-Instruct", do_train=True, quantization_bit=4
+    )
+    plain = _config(model_name_or_path="meta-llama/Llama-3.1-70B-Instruct", do_train=True)
+    for facts in (
+        facts_of(config=quantised, model=model, capacity_mib=A100_80GB_MIB),
+        facts_of(config=plain, model=model),
+    ):
+        diagnosis = diagnose(facts)
+        assert diagnosis.phase == "unknown" and [q.key for q in diagnosis.questions] == ["phase"]
