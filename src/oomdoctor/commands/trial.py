@@ -121,8 +121,8 @@ class _Printer:
                 msg(
                     "trial_heartbeat",
                     self.lang,
-                    elapsed=snapshot.time_s,
-                    peak=snapshot.peak_mib,
+                    elapsed=units.number(snapshot.time_s),
+                    peak=units.mib(snapshot.peak_mib, unit=False),
                     source=_source_label(snapshot.source, self.lang),
                 )  # fmt: skip
             )
@@ -135,8 +135,8 @@ class _Printer:
                 self.lang,
                 step=progress.steps_done,
                 total=progress.total_steps or "?",
-                elapsed=progress.elapsed_s,
-                peak=progress.peak_mib or 0.0,
+                elapsed=units.number(progress.elapsed_s, 1),
+                peak=units.mib(progress.peak_mib or 0.0, unit=False),
                 source=_source_label(source, self.lang),
             )  # fmt: skip
         )
@@ -151,13 +151,20 @@ def summary(result: TrialResult, lang: Lang) -> list[str]:
             msg(
                 "trial_peak",
                 lang,
-                mib=r["peak_memory_mib"],
-                gib=r["peak_memory_mib"] / 1024,
+                mib=units.mib(r["peak_memory_mib"], unit=False),
+                gib=units.gib(r["peak_memory_mib"], unit=False),
                 source=_source_label(r["peak_source"], lang),
                 samples=r["samples"],
             )  # fmt: skip
         )
-    lines.append(msg("trial_wall", lang, wall=r["wall_s"], runtime=units.number(r["train_runtime_s"], 2)))
+    lines.append(
+        msg(
+            "trial_wall",
+            lang,
+            wall=units.number(r["wall_s"], 2),
+            runtime=units.number(r["train_runtime_s"], 2),
+        )
+    )
     lines.append(
         msg(
             "trial_steps",
@@ -215,9 +222,11 @@ def run(args: argparse.Namespace) -> int:
     printer = _Printer(lang, progress_out, args.show_log)
     steps = args.steps if args.steps is not None else (1 if args.probe else 50)
     if args.probe:
-        printer._print(msg("probe_starting", lang, out=args.out, timeout=args.timeout))
+        printer._print(msg("probe_starting", lang, out=args.out, timeout=units.number(args.timeout)))
     else:
-        printer._print(msg("trial_starting", lang, out=args.out, steps=steps, timeout=args.timeout))
+        printer._print(
+            msg("trial_starting", lang, out=args.out, steps=steps, timeout=units.number(args.timeout))
+        )
     result = run_trial(
         args.config,
         steps=steps,
