@@ -15,6 +15,8 @@ from oomdoctor.text import Text
 
 @dataclass
 class Answer:
+    """One offered answer to a question: its value and its label in both languages."""
+
     value: str
     label: Text
 
@@ -55,6 +57,8 @@ class EstimatedEffect:
 
 @dataclass
 class Proposal:
+    """One change to the config: the rule it comes from, what changes, why, its cost and its estimated effect."""
+
     rule: str
     title: Text
     changes: dict[str, list[Any]]  # {field: [old, new]}; new None means "remove the key"
@@ -75,6 +79,8 @@ class Proposal:
 
 @dataclass
 class Diagnosis:
+    """The answer of `diagnose`: where it ran out, of which memory, the findings, the one proposal and the questions."""
+
     oom: bool
     phase: str
     cause: str

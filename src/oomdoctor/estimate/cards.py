@@ -17,6 +17,8 @@ _CARDS_PATH = Path(__file__).with_name("gpu_cards.yaml")
 
 @dataclass(frozen=True)
 class Card:
+    """A GPU model from the card table: its name and its memory."""
+
     name: str
     total_mib: float
     bf16: bool

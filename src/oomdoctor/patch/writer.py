@@ -46,6 +46,8 @@ _RESERVED = {CONFIG_NAME, CHANGE_NAME, COMMAND_NAME, OUTPUT_SUBDIR}
 
 @dataclass
 class PatchResult:
+    """What a patch wrote: the new folder, its config, the diff against the user's file and the command to run it."""
+
     folder: Path
     config_path: Path
     diff: str

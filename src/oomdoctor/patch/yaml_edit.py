@@ -43,6 +43,8 @@ class KeyEdit:
 
 @dataclass
 class EditResult:
+    """An edited YAML text and which keys were appended, changed in place or removed."""
+
     text: str
     appended: list[str] = field(default_factory=list)
     changed_in_place: list[str] = field(default_factory=list)
@@ -111,6 +113,8 @@ def _string_text(text: str, quote: str | None) -> str:
 
 @dataclass
 class _Entry:
+    """Where a top-level key and its value sit in the YAML text."""
+
     key: str
     line: int  # 0-based line of the key
     colon: int  # column of the ':' after the key

@@ -61,18 +61,24 @@ def condition_fact_paths(cond: Any) -> list[tuple[str, tuple[Any, ...]]]:
 
 @dataclass(frozen=True)
 class ChangeOp:
+    """One change operator of a rule (set, halve, double, remove ...) and its operand."""
+
     op: str
     operand: Any = None
 
 
 @dataclass(frozen=True)
 class AnswerOption:
+    """One answer a rule's question offers."""
+
     value: str
     label: LocalText
 
 
 @dataclass(frozen=True)
 class Ask:
+    """A question a rule asks when the facts cannot decide it."""
+
     key: str
     text: LocalText | None = None
     answers: tuple[AnswerOption, ...] | None = None
@@ -80,6 +86,8 @@ class Ask:
 
 @dataclass(frozen=True)
 class CauseFromFact:
+    """A cause read from a fact through a map (with a default)."""
+
     fact: str
     map: dict[str, str]
     default: str = "unknown"
@@ -87,24 +95,32 @@ class CauseFromFact:
 
 @dataclass(frozen=True)
 class Locates:
+    """The phases a rule locates and the cause it names there."""
+
     phase: tuple[str, ...]
     cause: str | CauseFromFact
 
 
 @dataclass(frozen=True)
 class Guard:
+    """A condition under which a rule's change is not proposed, with the reason shown."""
+
     when: Condition
     reason: LocalText
 
 
 @dataclass(frozen=True)
 class Requirement:
+    """A Python package a rule's change needs installed: the module to import and its pip name."""
+
     module: str
     package: str
 
 
 @dataclass(frozen=True)
 class RuleNode:
+    """One decision node of rules/*.yaml, validated and compiled."""
+
     id: str
     title: LocalText
     locates: Locates
