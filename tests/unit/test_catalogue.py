@@ -46,10 +46,10 @@ DYNAMIC: dict[tuple[str, str], str] = {
 
 
 def _group_of_call(node: ast.Call, module: Path) -> str | None:
-    """Which group a call looks a key up in: ``msg``/``both`` (and log_phase's ``text``) the core one,
-    ``t`` the app's; None for any other call."""
+    """Which group a call looks a key up in: ``msg``/``both``/``help_text`` (and log_phase's ``text``) the
+    core one, ``t`` the app's; None for any other call."""
     name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
-    if name in ("msg", "both") or (name == "text" and module.name == "log_phase.py"):
+    if name in ("msg", "both", "help_text") or (name == "text" and module.name == "log_phase.py"):
         return "core"
     if name == "t" and module.parent.name == "tui":
         return "tui"

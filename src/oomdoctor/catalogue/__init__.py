@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 KIND = "catalogue-v1"
+HELP_KIND = "catalogue-help-v1"  # the --help texts alone, kept with marshal (no json on `oomdoctor --help`)
+HELP_PREFIX = "core.help_"
 LANGS = ("en", "zh")
 GROUPS = ("shared", "core", "tui")
 SHARED = "shared"
@@ -29,6 +31,7 @@ Entry = Mapping[str, str]  # {"en": ..., "zh": ...}
 Flat = dict[str, str]  # "group.key" -> the text in one language
 
 _texts: dict[str, dict[str, str]] | None = None
+_help: dict[str, dict[str, str]] | None = None
 
 
 def texts() -> dict[str, dict[str, str]]:
@@ -43,6 +46,15 @@ def lookup(group: str, key: str) -> dict[str, str] | None:
     """The entry ``key`` of ``group`` (or of ``shared``), None when there is none."""
     table = texts()
     return table.get(f"{group}.{key}") or table.get(f"{SHARED}.{key}")
+
+
+def help_entry(key: str) -> dict[str, str]:
+    """The command-line help text ``key`` (a ``core`` key starting ``help_``), ``{"en", "zh"}``. A start that
+    prints ``--help`` reads only these, from their own cache entry, which needs no json."""
+    global _help
+    if _help is None:
+        _help = _load_help()
+    return _help[key]
 
 
 def group_keys(group: str) -> list[str]:
@@ -98,6 +110,24 @@ def _load() -> dict[str, dict[str, str]]:
 
     kept = usercache.kept_json(KIND, parts, build)
     return kept if _well_formed(kept) else build()  # an entry damaged or edited by hand: built afresh
+
+
+def _load_help() -> dict[str, dict[str, str]]:
+    from oomdoctor import usercache
+
+    def build() -> dict[str, dict[str, str]]:
+        prefix = HELP_PREFIX.partition(".")[0] + "."
+        return {k.removeprefix(prefix): v for k, v in texts().items() if k.startswith(HELP_PREFIX)}
+
+    return usercache.kept_strings(HELP_KIND, _parts(), build)
+
+
+def _parts() -> list[tuple[str, bytes]]:
+    """What a compiled form is keyed by: both files' bytes and this module's code."""
+    from pathlib import Path
+
+    raw = {lang: path.read_bytes() for lang, path in files().items()}
+    return [*sorted(raw.items()), ("code", Path(__file__).read_bytes())]
 
 
 def _well_formed(payload: Any) -> TypeGuard[dict[str, dict[str, str]]]:

@@ -16,17 +16,11 @@ from oomdoctor.i18n import help_text, msg
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
-        help=help_text(
-            "LLaMA-Factory training YAML (default: the newest run found here)",
-            "LLaMA-Factory 训练配置 YAML(默认取当前目录下最近一次训练)",
-        ),
+        help=help_text("help_tui_config"),
     )
     parser.add_argument(
         "--log",
-        help=help_text(
-            "training log: console capture, nohup.out, running_log.txt, trainer_log.jsonl",
-            "训练日志:终端输出、nohup.out、running_log.txt 或 trainer_log.jsonl",
-        ),
+        help=help_text("help_tui_log"),
     )
     add_known_facts(parser)
     add_trial_steps(parser)
@@ -37,10 +31,7 @@ def add_trial_steps(parser: argparse.ArgumentParser) -> None:
         "--trial-steps",
         type=int_in(1, 1_000_000),
         default=None,
-        help=help_text(
-            "optimizer steps of a short trial (default 50, as oomdoctor trial)",
-            "试跑的优化步数(默认 50,与 oomdoctor trial 相同)",
-        ),
+        help=help_text("help_tui_trial_steps"),
     )
 
 
