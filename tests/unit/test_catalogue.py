@@ -107,10 +107,13 @@ def test_the_check_names_each_kind_of_problem(zh: dict[str, str], problem: str) 
     assert problem in catalogue.check({"en": en, "zh": zh})
 
 
-def test_the_check_accepts_a_zh_field_for_an_en_one_and_refuses_a_key_twice() -> None:
+def test_the_check_refuses_a_zh_only_field_and_a_key_twice() -> None:
     en = {"core.a": "{what} not found", "shared.b": "x", "tui.b": "y"}
     zh = {"core.a": "找不到{what_zh}", "shared.b": "甲", "tui.b": "乙"}
-    assert catalogue.check({"en": en, "zh": zh}) == ["tui.b: also in shared"]
+    assert catalogue.check({"en": en, "zh": zh}) == [
+        "core.a: en fills ['what'], zh ['what_zh']",
+        "tui.b: also in shared",
+    ]
 
 
 def test_a_broken_file_is_named() -> None:

@@ -174,12 +174,12 @@ def _other(flat: Mapping[str, Flat], key: str, lang: str) -> str:
 
 
 def fields(text: str, lang: str) -> set[str]:
-    """The names a text fills (``{path}``, ``{mib:,.0f}`` -> path, mib). A zh text may fill ``{what_zh}``
-    where the en one fills ``{what}`` (the caller passes both): that counts as the same field."""
+    """The names a text fills (``{path}``, ``{mib:,.0f}`` -> path, mib), the same in either language (a field
+    that differs by language is passed as a ``Text``, filled in each message's own language)."""
     import string  # only the check needs it
 
     names = {name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(text) if name}
-    return {n.removesuffix("_zh") for n in names} if lang == "zh" else names
+    return names
 
 
 def check(flat: Mapping[str, Flat]) -> list[str]:
