@@ -11,16 +11,24 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oomdoctor import __version__
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path:
+    from pathlib import Path  # not on a start that reads only marshal entries (``--help``)
+
+    return Path(_cache_dir(environ))
+
+
+def _cache_dir(environ: Mapping[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "oomdoctor"
+    return os.path.join(base, "oomdoctor")
 
 
 def content_key(kind: str, parts: Iterable[tuple[str, bytes]]) -> str:
@@ -41,8 +49,8 @@ def _framed(parts: Iterable[tuple[str, bytes]]) -> Iterable[bytes]:
         yield data
 
 
-def _entry(kind: str, key: str, suffix: str = ".json") -> Path:
-    return cache_root() / kind / f"{key}{suffix}"
+def _entry(kind: str, key: str) -> Path:
+    return cache_root() / kind / f"{key}.json"
 
 
 def read(kind: str, key: str) -> Any | None:
@@ -69,14 +77,15 @@ def write(kind: str, key: str, payload: Any) -> bool:
     return _write_bytes(_entry(kind, key), text.encode("utf-8"))
 
 
-def _write_bytes(path: Path, data: bytes) -> bool:
+def _write_bytes(path: str | Path, data: bytes) -> bool:
     """``data`` as the file ``path``, atomically (a reader sees the old file or the new one); False when it
     cannot be written."""
+    folder, suffix = os.path.dirname(path), os.path.splitext(path)[1]
     try:
         import tempfile  # only on a miss
 
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
@@ -114,9 +123,10 @@ def kept_strings(kind: str, parts: Iterable[tuple[str, bytes]], build: Callable[
     import marshal
 
     key = content_key(kind, parts)
-    path = _entry(kind, key, ".marshal")
+    path = os.path.join(_cache_dir(), kind, f"{key}.marshal")  # os.path: pathlib costs --help milliseconds
     try:
-        stored = marshal.loads(path.read_bytes())
+        with open(path, "rb") as f:
+            stored = marshal.loads(f.read())
     except (OSError, ValueError, EOFError, TypeError):
         stored = None
     if isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key and _strings(stored[1]):

@@ -123,11 +123,16 @@ def _load_help() -> dict[str, dict[str, str]]:
 
 
 def _parts() -> list[tuple[str, bytes]]:
-    """What a compiled form is keyed by: both files' bytes and this module's code."""
-    from pathlib import Path
+    """What a compiled form is keyed by: both files' bytes and this module's code (read with os alone)."""
+    return [(name, _read(path)) for name, path in (*_FILES, ("code", __file__))]
 
-    raw = {lang: path.read_bytes() for lang, path in files().items()}
-    return [*sorted(raw.items()), ("code", Path(__file__).read_bytes())]
+
+_FILES = tuple(sorted((lang, os.path.join(HERE, f"{lang}.yaml")) for lang in LANGS))
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _well_formed(payload: Any) -> TypeGuard[dict[str, dict[str, str]]]:
