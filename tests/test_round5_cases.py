@@ -38,9 +38,16 @@ SEEN = [
 # lines now say 2 steps had completed, so the tool says long_sample where the label says first_batch).
 # Raised by diag5c (a stop in the final save asked, FSDP seen in the log marks the run sharded): lf right 7,
 # wrong 0; other wrong 1, fix 11; then wrong 0 (an OOM after one or two completed steps asks the phase).
+# Lowered by the lead (lf right 7 -> 6): an evaluation-only config with no log and no card size is no longer
+# placed in evaluation (its weights may as well not have loaded: asked); lf-1191 goes from right to asked, and a
+# 72B predict-only config that ran out loading stops being a confident wrong answer.
+# Set 5h (21 threads held out of git, 11 LF + 10 other) appended to both files once scored AFTER; the floors are now
+# of each whole file (5 + 5h). 5h BEFORE (9345a1d): lf right 2, asked 8, wrong 1; other right 3, asked 6, wrong 1.
+# 5h AFTER (the capability work above, never shown 5h): lf 2/7/2, other 4/6/0; then the lead's evaluation-only
+# change (made after seeing 5h's lf-7482): lf 2/8/1.
 FLOORS: dict[str, tuple[int, int, int, int]] = {
-    "real_round5_lf.yaml": (7, 0, 18, 6),
-    "real_round5_other.yaml": (13, 0, 43, 11),
+    "real_round5_lf.yaml": (8, 1, 23, 8),
+    "real_round5_other.yaml": (17, 0, 59, 16),
 }
 MIN_CASES = 15
 MIN_NEGATIVE_CONTROLS = 2
@@ -79,7 +86,7 @@ def test_round5_file_is_well_formed_and_new(path: Path) -> None:
     assert len(ids) == len(set(ids))
     urls = [thread_url(c) for c in cases]
     assert len(urls) == len(set(urls)), "a thread appears twice"
-    assert [p for case in cases for p in case_problems(case, {"5"}, "5")] == []
+    assert [p for case in cases for p in case_problems(case, {"5", "5h"}, "5")] == []
     seen = _seen_text(excluding=path)
     assert [c["id"] for c in cases if _repeated(c, seen)] == [], "threads already in an earlier case file"
     assert unknown_fix_kinds(cases) == []

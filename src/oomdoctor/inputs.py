@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from oomdoctor.errors import BadInput, one_line
 from oomdoctor.i18n import both, msg
+from oomdoctor.report import units
 
 if TYPE_CHECKING:
     import yaml
@@ -111,7 +112,7 @@ def _check_size(p: Path, size: int, max_bytes: int, what: str) -> None:
 
 
 def _mib(n: int) -> str:
-    return f"{n / MIB:,.1f} MiB"
+    return units.mib(n / MIB, digits=1)
 
 
 def open_regular(path: str | os.PathLike[str], *, what: str, max_bytes: int) -> io.BufferedReader:
@@ -201,7 +202,7 @@ def check_yaml_graph(node: yaml.Node, *, path: str) -> None:
                         None,
                         path=path,
                         line=current.start_mark.line + 1,
-                        limit=f"{MAX_NODES:,}",
+                        limit=units.number(MAX_NODES),
                     )
                 )
             continue
@@ -372,7 +373,7 @@ def iter_csv_rows(
                     msg("in_bad_csv", None, path=one_line(p), line=reader.line_num, detail=one_line(err))
                 ) from None
             if number > max_rows:
-                raise BadInput(msg("in_too_many_rows", None, path=one_line(p), limit=f"{max_rows:,}"))
+                raise BadInput(msg("in_too_many_rows", None, path=one_line(p), limit=units.number(max_rows)))
             number += 1
             yield row
 
@@ -386,7 +387,7 @@ def _bounded_lines(f: io.BufferedReader, p: Path, max_line: int) -> Iterator[str
         number += 1
         if len(raw) > max_line:
             raise BadInput(
-                msg("in_line_too_long", None, path=one_line(p), line=number, limit=f"{max_line:,}")
+                msg("in_line_too_long", None, path=one_line(p), line=number, limit=units.number(max_line))
             )
         try:
             yield raw.decode("utf-8")
@@ -403,9 +404,9 @@ def short_repr(value: Any, limit: int = 60) -> str:
     """``repr(value)`` for a message: one line, at most ``limit`` characters, and safe for an integer of
     any size (``repr`` of a 5,000-digit int raises)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
-        return f"<an integer of about {int(value.bit_length() * 0.30103):,} digits>"
+        return f"<an integer of about {units.number(int(value.bit_length() * 0.30103))} digits>"
     if isinstance(value, dict | list | tuple) and len(value) > 8:
-        return f"<{type(value).__name__} of {len(value):,} items>"
+        return f"<{type(value).__name__} of {units.number(len(value))} items>"
     try:
         text = repr(value)
     except (ValueError, RecursionError):
@@ -476,7 +477,7 @@ def as_int(
                 as_float = math.nan
             number = int(as_float) if math.isfinite(as_float) and as_float.is_integer() else None
     if number is None or not low <= number <= high:
-        raise bad_value(path, key, f"a whole number from {low:,} to {high:,}", value)
+        raise bad_value(path, key, f"a whole number from {units.number(low)} to {units.number(high)}", value)
     return number
 
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from oomdoctor.errors import BadInput
+from oomdoctor.report.table import width
 from oomdoctor.trial import compare as compare_module
 from oomdoctor.trial.compare import compare_configs, compare_trials, field_effects, review_mappings
 
@@ -99,9 +100,9 @@ def test_course_comparison_numbers(course_trials: list[Path]) -> None:
 def test_table_columns_line_up_in_chinese(course_trials: list[Path]) -> None:
     lines = compare_trials(course_trials).render("zh").splitlines()
     header, rule = lines[1], lines[2]
-    assert compare_module._width(header) <= compare_module._width(rule) + 2
-    positions = {compare_module._width(line[: line.index("300.54")]) for line in lines if "300.54" in line}
-    header_pos = compare_module._width(header[: header.index("整次耗时")])
+    assert width(header) <= width(rule) + 2
+    positions = {width(line[: line.index("300.54")]) for line in lines if "300.54" in line}
+    header_pos = width(header[: header.index("整次耗时")])
     assert positions == {header_pos}
 
 
@@ -296,3 +297,19 @@ def test_a_failed_trial_lower_peak_is_not_called_a_saving() -> None:
     failed, passed = row("oom"), row("ok")
     assert "not a saving" in _delta_text(failed, "en") and "不算节省" in _delta_text(failed, "zh")
     assert "not a saving" not in _delta_text(passed, "en")
+
+
+def test_the_table_writes_long_walls_and_unknowns_with_the_shared_formatters() -> None:
+    from oomdoctor.trial.compare import Comparison, TrialRow
+
+    first = TrialRow(name="long", folder="long", outcome="ok", peak_mib=None, peak_source=None, wall_s=1300.54,
+                     steps_done=None, total_steps=None, eval_loss=None)  # fmt: skip
+    second = TrialRow(name="short", folder="short", outcome="ok", peak_mib=2048.0, peak_source="nvml",
+                      wall_s=560.27, steps_done=8, total_steps=8, eval_loss=2.17)  # fmt: skip
+    second.delta_wall_s = -740.27
+    lines = Comparison(rows=[first, second]).render("en").splitlines()
+    long_row = next(line for line in lines if line.startswith("long "))
+    short_row = next(line for line in lines if line.startswith("short "))
+    assert long_row.split()[1:4] == ["-", "-", "1,300.54"]  # a separator in the wall; unknown peaks a dash
+    assert short_row.split()[1:4] == ["2,048", "2.00", "560.27"]
+    assert short_row.endswith("-740.27 s")

@@ -1,5 +1,5 @@
-"""With no log, what the config alone tells (rules/derive._phase): a config that runs no training step ran out
-in evaluation; weights that alone are more than the card ran out while loading. Which memory ran out is still
+"""With no log, what the config alone tells (rules/derive._phase): a config that runs no training step, whose
+weights fit the card, ran out in evaluation (with no card size it may as well have run out loading: asked); weights that alone are more than the card ran out while loading. Which memory ran out is still
 asked before any GPU-side change (issue 8 item 6)."""
 
 from __future__ import annotations
@@ -24,16 +24,30 @@ def test_a_generation_eval_config_with_no_training_is_placed_in_evaluation_and_a
         per_device_eval_batch_size=16,
         predict_with_generate=True,
     )
-    diagnosis = diagnose(facts_of(config=config, model=model_from_name(config.model_name_or_path)))
+    model = model_from_name(config.model_name_or_path)
+    diagnosis = diagnose(facts_of(config=config, model=model, capacity_mib=A100_80GB_MIB))
     assert diagnosis.oom and diagnosis.phase == "eval" and diagnosis.cause == "eval_batch"
     assert [q.key for q in diagnosis.questions] == ["memory_kind"] and diagnosis.proposal is None
     assert "no_log_config_phase" in [f.id for f in diagnosis.findings]
     answered = diagnose(
-        facts_of(
-            config=config, model=model_from_name(config.model_name_or_path), answers={"memory_kind": "gpu"}
-        )
+        facts_of(config=config, model=model, capacity_mib=A100_80GB_MIB, answers={"memory_kind": "gpu"})
     )
     assert answered.proposal is not None and answered.proposal.rule.startswith("eval.")
+
+
+def test_an_eval_only_config_with_no_card_size_may_have_run_out_loading_and_asks_where() -> None:
+    config = _config(
+        model_name_or_path="Qwen/Qwen2-72B-Instruct",
+        do_predict=True,
+        predict_with_generate=True,
+        eval_dataset="alpaca_en_demo",
+    )
+    diagnosis = diagnose(facts_of(config=config, model=model_from_name(config.model_name_or_path)))
+    assert diagnosis.phase == "unknown"
+    assert "phase" in [q.key for q in diagnosis.questions] or "memory_kind" in [
+        q.key for q in diagnosis.questions
+    ]
+    assert "no_log_config_load_or_eval" in [f.id for f in diagnosis.findings]
 
 
 def test_what_runs_no_training_step() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from oomdoctor.errors import one_line
 from oomdoctor.i18n import help_text, msg
+from oomdoctor.report import units
 
 # Sane upper bounds for numbers typed on the command line: past them a value is a typo (or hostile), and a
 # loop over it (sampling every 1e-300 s, a 1e309 MiB card) would hang or overflow.
@@ -49,7 +50,13 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
         value = _parse_int(text)
         if value is None or not low <= value <= high:
             raise argparse.ArgumentTypeError(
-                msg("arg_int_range", None, low=f"{low:,}", high=f"{high:,}", value=one_line(text))
+                msg(
+                    "arg_int_range",
+                    None,
+                    low=units.number(low),
+                    high=units.number(high),
+                    value=one_line(text),
+                )
             )
         return value
 

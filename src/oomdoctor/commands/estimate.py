@@ -121,25 +121,13 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _n(value: float) -> str:
-    return f"{value:,.0f}"
-
-
-def _width(text: str) -> int:
-    """Terminal columns: CJK characters and full-width punctuation take two."""
-    import unicodedata
-
-    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * max(0, width - _width(text))
-
-
 def report(
     config: ConfigFacts, model: ModelFacts, result: Estimate, extra: dict[str, Any], lang: Lang
 ) -> str:
     """The estimate as a table a person reads in a terminal."""
+    from oomdoctor.report.table import pad, width
+    from oomdoctor.report.units import number as _n
+
     method = config.finetuning_type
     if method == "lora":
         method = f"LoRA r{config.lora_rank} ({config.lora_target})"
@@ -172,14 +160,14 @@ def report(
 
     labels = {key: msg(f"est_term_{key}", lang) for key in result.terms}
     phase_labels = {key: msg(f"est_phase_{key}", lang) for key in result.phases}
-    width = max(_width(label) for label in [*labels.values(), *phase_labels.values()]) + 2
+    label_width = max(width(label) for label in [*labels.values(), *phase_labels.values()]) + 2
     out += ["", msg("est_terms_header", lang)]
     for key, value in result.terms.items():
         mark = "  " + msg("est_dominant", lang) if key == result.dominant_term else ""
-        out.append(f"  {_pad(labels[key], width)}{_n(value):>10}{mark}")
+        out.append(f"  {pad(labels[key], label_width)}{pad(_n(value), 10, 'right')}{mark}")
     out += ["", msg("est_phases_header", lang)]
     for key, value in result.phases.items():
-        out.append(f"  {_pad(phase_labels[key], width)}{_n(value):>10}")
+        out.append(f"  {pad(phase_labels[key], label_width)}{pad(_n(value), 10, 'right')}")
 
     low, high = result.expected_nvidia_smi_mib
     total = result.gpu_total_mib

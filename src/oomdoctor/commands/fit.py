@@ -15,6 +15,7 @@ from oomdoctor.commands._inputs import add_json, number_in, positive_number
 from oomdoctor.commands.trial import MAX_TIMEOUT_S
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK
 from oomdoctor.i18n import Lang, help_text, msg, pick
+from oomdoctor.report import units
 
 if TYPE_CHECKING:
     from oomdoctor.trial.fit import Candidate, FitResult
@@ -38,7 +39,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def table(result: FitResult, lang: Lang) -> list[str]:
     """What was tried, one row per probe."""
-    from oomdoctor.trial.compare import _table
+    from oomdoctor.report.table import table as text_table
 
     headers = [msg(f"fit_h_{k}", lang) for k in ("try", "batch", "acc", "eval", "effective", "predicted",
                                                   "measured", "outcome")]  # fmt: skip
@@ -49,14 +50,16 @@ def table(result: FitResult, lang: Lang) -> list[str]:
             "fit_failed_at", lang, milestone=msg(f"milestone_{tried.failed_milestone}", lang)
             if tried.failed_milestone else tried.outcome)  # fmt: skip
         rows.append([str(n), str(c.micro_batch), str(c.accumulation), str(c.eval_batch),
-                     str(c.micro_batch * c.accumulation * result.world_size), f"{c.predicted_mib:,.0f}",
-                     "-" if tried.peak_mib is None else f"{tried.peak_mib:,.0f}", outcome])  # fmt: skip
-    return _table(headers, rows)
+                     str(c.micro_batch * c.accumulation * result.world_size),
+                     units.mib(c.predicted_mib, unit=False), units.mib(tried.peak_mib, unit=False),
+                     outcome])  # fmt: skip
+    return text_table(headers, rows)
 
 
 def report(result: FitResult, lang: Lang) -> list[str]:
-    lines = [msg("fit_header", lang, budget=result.budget_mib, margin=round(result.margin * 100),
-                 limit=result.limit_mib, effective=result.effective_batch)]  # fmt: skip
+    lines = [msg("fit_header", lang, budget=units.mib(result.budget_mib, unit=False),
+                 margin=round(result.margin * 100), limit=units.mib(result.limit_mib, unit=False),
+                 effective=result.effective_batch)]  # fmt: skip
     if result.calibrated_by:
         lines.append(msg("fit_calibrated_by", lang, trial=result.calibrated_by))
     lines += [f"  - {pick(note, lang)}" for note in result.notes]
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
     def on_probe(n: int, c: Candidate) -> None:
         progress.write(msg("fit_probing", lang, n=n, batch=c.micro_batch, accumulation=c.accumulation,
-                           eval_batch=c.eval_batch, predicted=c.predicted_mib) + "\n")  # fmt: skip
+                           eval_batch=c.eval_batch, predicted=units.mib(c.predicted_mib, unit=False)) + "\n")  # fmt: skip
         progress.flush()
 
     result = run_fit(args.config, args.out, budget_mib=args.gpu_mib, margin=args.margin, launcher=args.launcher,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 from oomdoctor.commands._inputs import add_json, positive_int
 from oomdoctor.errors import EXIT_OK
 from oomdoctor.i18n import Lang, help_text, msg
+from oomdoctor.report import units
 
 if TYPE_CHECKING:
     from oomdoctor.facts.types import DataFacts
@@ -52,7 +53,13 @@ class ProgressLine:
             return
         self._last = now
         self.stream.write(
-            "\r" + msg("len_progress", self.lang, done=f"{done:,}", total=f"{total:,}" if total else "?")
+            "\r"
+            + msg(
+                "len_progress",
+                self.lang,
+                done=units.number(done),
+                total=units.number(total or None, missing="?"),
+            )
         )
         self.stream.flush()
         self._shown = True
@@ -92,9 +99,7 @@ def run(args: argparse.Namespace) -> int:
 def report(data: DataFacts, *, config_path: str, datasets: str, template: str | None, lang: Lang) -> str:
     """The lengths as text a person reads in a terminal."""
 
-    def n(value: int | None) -> str:
-        return "?" if value is None else f"{value:,}"
-
+    n = units.number
     out = [
         msg("len_header", lang, datasets=datasets, template=template or "?"),
         "  "

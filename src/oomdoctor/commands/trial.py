@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from oomdoctor.commands._inputs import int_in, number_in
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK
 from oomdoctor.i18n import Lang, help_text, msg
+from oomdoctor.report import units
 
 if TYPE_CHECKING:
     from oomdoctor.trial.runner import TrialProgress, TrialResult
@@ -109,8 +110,8 @@ class _Printer:
                 msg(
                     "trial_heartbeat",
                     self.lang,
-                    elapsed=snapshot.time_s,
-                    peak=snapshot.peak_mib,
+                    elapsed=units.number(snapshot.time_s),
+                    peak=units.mib(snapshot.peak_mib, unit=False),
                     source=_source_label(snapshot.source, self.lang),
                 )  # fmt: skip
             )
@@ -123,8 +124,8 @@ class _Printer:
                 self.lang,
                 step=progress.steps_done,
                 total=progress.total_steps or "?",
-                elapsed=progress.elapsed_s,
-                peak=progress.peak_mib or 0.0,
+                elapsed=units.number(progress.elapsed_s, 1),
+                peak=units.mib(progress.peak_mib or 0.0, unit=False),
                 source=_source_label(source, self.lang),
             )  # fmt: skip
         )
@@ -139,20 +140,27 @@ def summary(result: TrialResult, lang: Lang) -> list[str]:
             msg(
                 "trial_peak",
                 lang,
-                mib=r["peak_memory_mib"],
-                gib=r["peak_memory_mib"] / 1024,
+                mib=units.mib(r["peak_memory_mib"], unit=False),
+                gib=units.gib(r["peak_memory_mib"], unit=False),
                 source=_source_label(r["peak_source"], lang),
                 samples=r["samples"],
             )  # fmt: skip
         )
-    lines.append(msg("trial_wall", lang, wall=r["wall_s"], runtime=_or_dash(r["train_runtime_s"], "{:.2f}")))
+    lines.append(
+        msg(
+            "trial_wall",
+            lang,
+            wall=units.number(r["wall_s"], 2),
+            runtime=units.number(r["train_runtime_s"], 2),
+        )
+    )
     lines.append(
         msg(
             "trial_steps",
             lang,
             done=r["steps_done"],
             total=r["total_steps"] or r["steps_requested"],
-            eval_loss=_or_dash(r["eval_loss"], "{:.4f}"),
+            eval_loss=units.number(r["eval_loss"], 4),
             checkpoint=(r["checkpoints"] or ["-"])[-1],
         )  # fmt: skip
     )
@@ -177,7 +185,7 @@ def milestone_lines(record: dict[str, Any], lang: Lang) -> list[str]:
     lines = [msg("probe_milestones", lang)]
     for mark in marks:
         name = msg(f"milestone_{mark['name']}", lang)
-        peak = _or_dash(mark.get("peak_mib"), "{:,.0f}")
+        peak = units.mib(mark.get("peak_mib"), unit=False)
         if mark.get("passed") is None:
             lines.append(msg("probe_milestone_na", lang, name=name))
         elif mark["passed"]:
@@ -195,10 +203,6 @@ def milestone_lines(record: dict[str, Any], lang: Lang) -> list[str]:
     return lines
 
 
-def _or_dash(value: Any, fmt: str) -> str:
-    return "-" if value is None else fmt.format(value)
-
-
 def run(args: argparse.Namespace) -> int:
     from oomdoctor.trial.runner import run_trial
 
@@ -207,9 +211,11 @@ def run(args: argparse.Namespace) -> int:
     printer = _Printer(lang, progress_out, args.show_log)
     steps = args.steps if args.steps is not None else (1 if args.probe else 50)
     if args.probe:
-        printer._print(msg("probe_starting", lang, out=args.out, timeout=args.timeout))
+        printer._print(msg("probe_starting", lang, out=args.out, timeout=units.number(args.timeout)))
     else:
-        printer._print(msg("trial_starting", lang, out=args.out, steps=steps, timeout=args.timeout))
+        printer._print(
+            msg("trial_starting", lang, out=args.out, steps=steps, timeout=units.number(args.timeout))
+        )
     result = run_trial(
         args.config,
         steps=steps,

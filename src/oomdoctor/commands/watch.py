@@ -23,9 +23,9 @@ from typing import Any, TextIO
 from oomdoctor.commands._inputs import int_in, number_in
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK, BadInput
 from oomdoctor.i18n import Lang, help_text, msg
+from oomdoctor.report.units import meter as bar
 
 CLEAR = "\x1b[H\x1b[2J"
-BAR_WIDTH = 30
 MIB = 1024 * 1024
 
 
@@ -94,17 +94,13 @@ def read_frame(source: Any) -> dict[str, Any]:
     }
 
 
-def bar(used: float | None, total: float | None, width: int = BAR_WIDTH) -> str:
-    if not used or not total:
-        return "[" + " " * width + "]"
-    filled = min(width, round(width * used / total))
-    return "[" + "|" * filled + " " * (width - filled) + "]"
-
-
 def render_frame(
     frame: dict[str, Any], lang: Lang, interval_s: float | None = None, reason: str | None = None
 ) -> str:
     """The frame as text; ``reason`` is the no-GPU reason in ``lang`` when the source can say it so."""
+    from oomdoctor.report import units
+    from oomdoctor.report.table import pad
+
     head = msg("watch_title", lang, time=frame["time"])
     if interval_s is not None:
         head += "  " + msg("watch_every", lang, interval=interval_s)
@@ -113,17 +109,17 @@ def render_frame(
         lines.append(msg("watch_no_gpu", lang, reason=reason or frame["reason"] or "-"))
     for g in frame["gpus"]:
         used, total = g["memory_used_mib"], g["memory_total_mib"]
-        util = "-" if g["util_pct"] is None else f"{g['util_pct']:.0f}%"
-        power = "-" if g["power_w"] is None else f"{g['power_w']:.0f} W"
+        util = units.percent(g["util_pct"])
+        power = units.watts(g["power_w"])
         lines.append(f"GPU {g['index']}  {g['name']}")
         lines.append(
-            f"  {bar(used, total)} {used or 0:,.0f} / {total:,.0f} MiB  "
+            f"  {bar(used, total)} {units.mib(used or 0, unit=False)} / {units.mib(total)}  "
             + msg("watch_util_power", lang, util=util, power=power)
         )
         if g["processes"]:
             for p in g["processes"]:
-                used_p = "-" if p["used_mib"] is None else f"{p['used_mib']:,.0f} MiB"
-                lines.append(f"    pid {p['pid']:>7}  {used_p:>12}  {p['name'] or '?'}")
+                used_p = units.mib(p["used_mib"])
+                lines.append(f"    pid {p['pid']:>7}  {pad(used_p, 12, 'right')}  {p['name'] or '?'}")
         else:
             lines.append("    " + msg("watch_no_processes", lang))
     host = frame["host"]
@@ -131,7 +127,7 @@ def render_frame(
         "",
         msg("watch_host", lang),
         f"  {bar(host['memory_used_mib'], host['memory_total_mib'])} "
-        f"{host['memory_used_mib']:,.0f} / {host['memory_total_mib']:,.0f} MiB",
+        f"{units.mib(host['memory_used_mib'], unit=False)} / {units.mib(host['memory_total_mib'])}",
         "",
         msg("watch_hint", lang),
     ]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from oomdoctor.facts.types import LogFacts
+from oomdoctor.report import units
 from oomdoctor.text import Text
 
 # A CUDA context with cuBLAS/cuDNN workspaces: about 0.3-1 GiB; NCCL buffers add to it on multi-GPU jobs.
@@ -293,7 +294,8 @@ def reserve_is_real(
 
 # ---------------------------------------------------------------------------------------------- as text
 def _m(value: float | None) -> str:
-    return "?" if value is None else f"{value:,.0f}"
+    """MiB in the account's line: whole, "?" when unknown (as the JSON has always had it)."""
+    return units.mib(value, unit=False, missing="?")
 
 
 def _others_text(acc: Account) -> Text:

@@ -8,6 +8,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from oomdoctor.i18n import Lang, msg, pick
+from oomdoctor.report import units
 
 if TYPE_CHECKING:
     from oomdoctor.diagnosis import Diagnosis, Proposal
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def _mib(value: float | None) -> str:
-    return "?" if value is None else f"{value:,.0f}"
+    return units.mib(value, unit=False)
 
 
 def _value(value: Any) -> str:

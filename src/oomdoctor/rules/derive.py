@@ -132,13 +132,22 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     if (
         config is not None
         and evaluation_only(config)
-        and (log is None or log_failed(facts))
+        and (_weights_fit_card(facts) if log is None else log_failed(facts))
         and not _card_held_by_others(facts)
     ):
-        return "eval", "config"  # nothing but evaluation runs after the weights load
+        # nothing but evaluation runs after the weights load; with no log that holds only where the weights fit
+        # a card of known size (else loading is as likely, and the phase is asked)
+        return "eval", "config"
     if _bare_logits_request(facts):
         return ("long_sample" if log is not None and log.good_steps else "first_batch"), "logits_size"
     return "unknown", "none"
+
+
+def _weights_fit_card(facts: Facts) -> bool:
+    """The estimate's weights on each card are known and less than a card of known size."""
+    capacity, est = facts.derived.capacity_mib, facts.estimate
+    weights = est.terms.get("weights") if est is not None else None
+    return bool(capacity and weights and weights < capacity)
 
 
 def _weights_exceed_card(facts: Facts) -> bool:

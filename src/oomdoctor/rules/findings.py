@@ -14,10 +14,10 @@ from oomdoctor.errors import BadInput
 from oomdoctor.facts.ranks import rank_findings
 from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import MESSAGES, Lang, both, msg
-from oomdoctor.rules.derive import error_line_missing
+from oomdoctor.rules.derive import error_line_missing, evaluation_only
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.log_stop import log_stop
-from oomdoctor.rules.texts import mib_text
+from oomdoctor.rules.texts import count_text, mib_text
 from oomdoctor.text import Text
 
 Producer = Callable[[Facts], list[Finding]]
@@ -51,7 +51,9 @@ def _no_log(facts: Facts) -> list[Finding]:
     """No log: what the config alone placed (evaluation only; weights bigger than the card), else the question."""
     d, est = facts.derived, facts.estimate
     if d.phase_source == "config":
-        return finding("no_log_config_phase")
+        return finding("no_log_config_phase", card=mib_text(d.capacity_mib))
+    if facts.config is not None and evaluation_only(facts.config) and d.phase == "unknown":
+        return finding("no_log_config_load_or_eval")
     if d.phase_source == "weights_size" and est is not None:
         return finding(
             "no_log_weights_exceed", weights=mib_text(est.terms.get("weights")), card=mib_text(d.capacity_mib)
@@ -343,11 +345,13 @@ def _vision_tokens(facts: Facts) -> list[Finding]:
         if vt.image_tokens > config.cutoff_len:
             extra.append(msg("f_vision_over_cutoff", lang, cutoff=config.cutoff_len))
         if vt.video_tokens is not None:
-            extra.append(msg("f_vision_video", lang, tokens=f"{vt.video_tokens:,}", frames=vt.video_frames))
+            extra.append(
+                msg("f_vision_video", lang, tokens=count_text(vt.video_tokens), frames=vt.video_frames)
+            )
         return {
-            "pixels": f"{vt.image_pixels:,}",
-            "tokens": f"{vt.image_tokens:,}",
-            "patches": f"{vt.image_tokens * 4:,}",
+            "pixels": count_text(vt.image_pixels),
+            "tokens": count_text(vt.image_tokens),
+            "patches": count_text(vt.image_tokens * 4),
             "more": "".join(extra),
         }
 

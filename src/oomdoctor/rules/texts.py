@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oomdoctor.report import units
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import PLACEHOLDER
 from oomdoctor.text import Text
@@ -28,9 +29,14 @@ def show(value: Any, spec: str | None = None) -> str:
     return str(value)
 
 
+def count_text(value: float | None) -> str:
+    """A count as findings print it (tokens, pixels): whole, with thousands separators; "?" when unknown."""
+    return units.number(value, missing="?")
+
+
 def mib_text(value: float | None) -> str:
     """MiB as findings print them: whole, with thousands separators; "?" when unknown."""
-    return "?" if value is None else f"{round(value):,}"
+    return units.mib(value, unit=False, missing="?")
 
 
 def render(text: Text, facts: Facts, changes: dict[str, list[Any]]) -> Text:

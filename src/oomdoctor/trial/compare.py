@@ -16,7 +16,6 @@ import functools
 import math
 import os
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,8 @@ from oomdoctor import inputs
 from oomdoctor.errors import BadInput, one_line
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import Lang, both, msg, pick
+from oomdoctor.report import units
+from oomdoctor.report.table import table as _table
 from oomdoctor.text import Text
 from oomdoctor.trial.folder import TrialFolder
 
@@ -357,9 +358,9 @@ class Comparison:
             rows.append(
                 [
                     row.name,
-                    _mib(row.peak_mib),
-                    "-" if row.peak_gib is None else f"{row.peak_gib:.2f}",
-                    "-" if row.wall_s is None else f"{row.wall_s:.2f}",
+                    units.mib(row.peak_mib, unit=False),
+                    units.gib(row.peak_mib, unit=False),
+                    units.number(row.wall_s, 2),
                     outcome_text(row, lang),
                     f"{row.steps_done if row.steps_done is not None else '-'}/{row.total_steps or '-'}",
                     "-" if row.eval_loss is None else f"{row.eval_loss:.4g}",
@@ -385,8 +386,8 @@ def _milestone_cell(mark: dict[str, Any] | None) -> str:
     if mark is None or mark.get("passed") is None:
         return "n/a"
     if mark.get("passed"):
-        return _mib(mark.get("peak_mib"))
-    return f"x {_mib(mark.get('peak_mib'))}" if mark.get("reached") else "-"
+        return units.mib(mark.get("peak_mib"), unit=False)
+    return f"x {units.mib(mark.get('peak_mib'), unit=False)}" if mark.get("reached") else "-"
 
 
 def _milestone_table(rows: list[TrialRow], lang: Lang) -> list[str]:
@@ -407,9 +408,9 @@ def _delta_fields(row: TrialRow) -> dict[str, str]:
     mib = row.delta_peak_mib or 0.0
     wall = row.delta_wall_s
     return {
-        "mib": f"{mib:+,.0f}",
-        "gib": f"{mib / 1024:+.2f}",
-        "wall": "-" if wall is None else f"{wall:+.2f}",
+        "mib": units.mib(mib, unit=False, signed=True),
+        "gib": units.gib(mib, unit=False, signed=True),
+        "wall": units.number(wall, 2, signed=True),
     }
 
 
@@ -417,7 +418,7 @@ def _delta_text(row: TrialRow, lang: Lang) -> str:
     if row.delta_peak_mib is None and row.delta_wall_s is None:
         return "-"
     if row.delta_peak_mib is None:
-        return f"{row.delta_wall_s:+.2f} s"
+        return units.seconds(row.delta_wall_s, signed=True)
     text = msg("cmp_delta", lang, **_delta_fields(row))
     if row.delta_peak_mib < 0 and row.outcome != "ok":  # a run that stopped early peaked lower: no saving
         text += " " + msg("cmp_failed_not_saving", lang)
@@ -693,22 +694,3 @@ def _value(value: Any) -> str:
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
     return str(value)
-
-
-def _mib(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def _width(text: str) -> int:
-    """Columns on a terminal: CJK characters take two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(_width(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
-
-    def line(cells: list[str]) -> str:
-        padded = [str(c) + " " * (w - _width(str(c))) for c, w in zip(cells, widths, strict=True)]
-        return "  ".join(padded).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]

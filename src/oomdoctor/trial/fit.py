@@ -25,6 +25,7 @@ from typing import Any
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts, DataFacts, GpuFacts, ModelFacts
 from oomdoctor.i18n import both, msg
+from oomdoctor.report import units
 from oomdoctor.text import Text
 
 DEFAULT_MARGIN = 0.1
@@ -232,9 +233,9 @@ def _proposal(config: ConfigFacts, candidate: Candidate, result: FitResult) -> A
         changes=candidate.changes(config),
         why=both(
             "fit_why",
-            budget=result.budget_mib,
+            budget=units.mib(result.budget_mib, unit=False),
             margin=round(result.margin * 100),
-            predicted=candidate.predicted_mib,
+            predicted=units.mib(candidate.predicted_mib, unit=False),
             effective=effective,
         ),  # fmt: skip
         cost=both("fit_cost"),
@@ -313,7 +314,14 @@ def run_fit(
         result.notes.append(both("fit_uncalibrated"))
     first = choose(predict, limit)
     if first is None:
-        raise BadInput(msg("fit_nothing_fits", None, limit=limit, budget=budget_mib))
+        raise BadInput(
+            msg(
+                "fit_nothing_fits",
+                None,
+                limit=units.mib(limit, unit=False),
+                budget=units.mib(budget_mib, unit=False),
+            )
+        )
     extra = nearest_inexact(predict, limit, first)
     if extra is not None:
         result.notes.append(both("fit_inexact", **extra, effective_now=config.effective_batch))
@@ -386,7 +394,9 @@ def _after_oom(
     if calibration is not None:
         with contextlib.suppress(BadInput, OSError):
             save(calibration)  # later estimates of this setting start from what the failure proved
-        result.notes.append(both("fit_recalibrated", scale=calibration.constants["activation_scale"]))
+        result.notes.append(
+            both("fit_recalibrated", scale=units.number(calibration.constants["activation_scale"], 3))
+        )
     predict = Predictor(predict.config, predict.model, predict.data, calibration)
     candidate = choose(predict, limit, below=failed, failed_phase=phase) or _step_down(predict, failed, phase)
     return predict, candidate

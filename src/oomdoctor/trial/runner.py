@@ -37,6 +37,7 @@ from oomdoctor.errors import BadInput
 from oomdoctor.facts.gpu import GpuSource, NvmlSource, read_gpu
 from oomdoctor.facts.types import ConfigFacts, GpuFacts
 from oomdoctor.i18n import msg
+from oomdoctor.report import units
 from oomdoctor.trial.env import allowed_change_env, shown_env
 from oomdoctor.trial.folder import CHANGE, TrialFolder
 from oomdoctor.trial.procs import TrialProcesses
@@ -746,7 +747,9 @@ def _announce(
     if change_env:
         on_line("[oomdoctor] " + msg("env_applied", None, pairs=shown_env(change_env)))
     if others:
-        listing = ", ".join(f"GPU {p['gpu']} pid {p['pid']} ({p['used_mib'] or 0:,.0f} MiB)" for p in others)
+        listing = ", ".join(
+            f"GPU {p['gpu']} pid {p['pid']} ({units.mib(p['used_mib'] or 0)})" for p in others
+        )
         on_line("[oomdoctor] " + msg("trial_other_processes", None, listing=listing))
 
 

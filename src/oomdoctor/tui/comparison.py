@@ -23,6 +23,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from oomdoctor.i18n import MESSAGES, Lang, msg, pick
+from oomdoctor.report import units
 from oomdoctor.tui.base import BACK_KEYS, DoctorScreen
 from oomdoctor.tui.render import change_summary
 from oomdoctor.tui.strings import t
@@ -120,9 +121,9 @@ def _delta_cell(row: TrialRow, index: int, lang: Lang) -> str:
         return "-"
     parts = []
     if row.delta_peak_mib is not None:
-        parts.append(f"{row.delta_peak_mib / 1024:+.2f} GiB")
+        parts.append(units.gib(row.delta_peak_mib, signed=True))
     if row.delta_wall_s is not None:
-        parts.append(t("cmp_delta_wall", lang, wall=f"{row.delta_wall_s:+.1f}"))
+        parts.append(t("cmp_delta_wall", lang, wall=units.number(row.delta_wall_s, 1, signed=True)))
     text = ("," if lang == "zh" else ", ").join(parts)
     if row.outcome in FAILED_OUTCOMES and (row.delta_peak_mib or 0) < 0:
         text += " " + t("cmp_failed_not_saving", lang)
@@ -163,8 +164,8 @@ class ComparisonView:
             "cmp_h_change": t("cmp_baseline_change", self.lang)
             if is_baseline
             else _change_cell(row, self.lang),
-            "cmp_h_peak_gib": "-" if row.peak_gib is None else f"{row.peak_gib:.2f}",
-            "cmp_h_wall": "-" if row.wall_s is None else f"{row.wall_s:.1f}",
+            "cmp_h_peak_gib": units.gib(row.peak_mib, unit=False),
+            "cmp_h_wall": units.number(row.wall_s, 1),
             "cmp_h_outcome": outcome,
             "cmp_h_steps": _steps_cell(row, self.lang),
             "cmp_h_eval_loss": "-" if row.eval_loss is None else f"{row.eval_loss:.4g}",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oomdoctor.i18n import Lang, msg, pick
+from oomdoctor.report import units
 from oomdoctor.tui.strings import TEXTS, t
 
 if TYPE_CHECKING:
@@ -20,29 +21,20 @@ if TYPE_CHECKING:
     from oomdoctor.rules.facts import Facts
 
 
+# The app's sizes are report.units' with the app's word for an unknown value.
 def fmt_mib(mib: float | None, lang: Lang = "en") -> str:
     """``512 MiB`` below a GiB, ``2.00 GiB`` above: how the OOM message itself writes sizes."""
-    if mib is None:
-        return t("value_na", lang)
-    if abs(mib) >= 1024:
-        return f"{mib / 1024:.2f} GiB"
-    return f"{mib:,.0f} MiB"
+    return units.size(mib, missing=t("value_na", lang))
 
 
 def fmt_gib(mib: float | None, lang: Lang = "en") -> str:
     """Always GiB (``0.41 GiB``): for a screen that shows every size in one unit."""
-    return t("value_na", lang) if mib is None else f"{mib / 1024:.2f} GiB"
+    return units.gib(mib, missing=t("value_na", lang))
 
 
-def fmt_count(n: int | None) -> str:
+def fmt_count(n: int | None, lang: Lang = "en") -> str:
     """``596049920`` -> ``596M``; ``7615616512`` -> ``7.6B``."""
-    if n is None:
-        return "?"
-    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= size:
-            value = n / size
-            return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
-    return str(n)
+    return units.count(n, missing=t("value_na", lang))
 
 
 def listing(parts: list[str], lang: Lang) -> str:
@@ -135,7 +127,7 @@ def facts_rows(
         model = cfg.model_name_or_path or t("facts_unknown", lang)
         params = facts.model.params if facts is not None and facts.model is not None else None
         if params:
-            model += aside(t("facts_params", lang, params=fmt_count(params)), lang)
+            model += aside(t("facts_params", lang, params=fmt_count(params, lang)), lang)
         rows.append((t("facts_model", lang), model))
 
         if cfg.finetuning_type == "lora" and cfg.quantization_bit:
@@ -407,5 +399,5 @@ def trial_outcome_line(feed: Any, lang: Lang) -> str:
         lang,
         outcome=outcome,
         peak=fmt_gib(feed.result.peak_memory_mib, lang),  # the trial screen's one unit
-        wall=f"{wall:.0f}" if isinstance(wall, int | float) else "?",
+        wall=units.number(wall if isinstance(wall, int | float) else None, missing="?"),
     )

@@ -16,6 +16,7 @@ from textual.widgets import Footer, Static
 
 from oomdoctor.discover import display_path
 from oomdoctor.patch.writer import COMMAND_NAME
+from oomdoctor.report import units
 from oomdoctor.tui import messages
 from oomdoctor.tui.base import BACK_KEYS, DoctorScreen
 from oomdoctor.tui.charts import LINE_COLOURS, MARK_NAMES, MemoryChart
@@ -42,11 +43,6 @@ def fold_progress_bars(lines: list[str]) -> list[str]:
         else:
             out.append(line)
     return out
-
-
-def gib(mib: float | None) -> str:
-    """The trial screen's one unit."""
-    return fmt_gib(mib)
 
 
 class TrialScreen(DoctorScreen):
@@ -117,11 +113,11 @@ class TrialScreen(DoctorScreen):
             parts = [t("trial_step_unknown", lang)]
         eta = feed.eta_s()
         if eta is not None and not feed.done:
-            parts.append(t("trial_eta", lang, eta=f"{eta:.0f}"))
+            parts.append(t("trial_eta", lang, eta=units.number(eta)))
         if feed.phase and not feed.done:
             parts.append(t("trial_phase", lang, phase=t(f"trial_phase_{feed.phase}", lang)))
         elapsed = max(0.0, self.doctor.clock() - feed.started_s)
-        parts.append(t("trial_elapsed", lang, elapsed=f"{elapsed:.0f}"))
+        parts.append(t("trial_elapsed", lang, elapsed=units.number(elapsed)))
         if feed.stopping and not feed.done:
             parts.append(t("trial_stopping", lang))
         return Text("  ·  ".join(parts), style="bold")
@@ -159,10 +155,10 @@ class TrialScreen(DoctorScreen):
         else:
             lines = []
             if last is not None and last.source == "host_rss":
-                lines.append(t("trial_memory_host", lang, used=gib(reading.memory_used_mib)))
+                lines.append(t("trial_memory_host", lang, used=fmt_gib(reading.memory_used_mib)))
             else:
-                lines.append(t("trial_memory", lang, used=gib(reading.memory_used_mib),
-                               total=gib(reading.memory_total_mib)))  # fmt: skip
+                lines.append(t("trial_memory", lang, used=fmt_gib(reading.memory_used_mib),
+                               total=fmt_gib(reading.memory_total_mib)))  # fmt: skip
             label.update(self._legend(lines, last))
         gpu = reading.gpu if reading is not None else None
         readings = [next((r for r in s.readings if r.gpu == gpu), None) for s in history]
@@ -172,10 +168,10 @@ class TrialScreen(DoctorScreen):
         self.query_one("#trial-power", LevelChart).set_values(powers, None)
         na = t("value_na", lang)
         self.query_one("#trial-util-label", Static).update(
-            t("trial_util", lang, util=f"{utils[-1]:.0f} %" if utils else na)
+            t("trial_util", lang, util=units.percent(utils[-1] if utils else None, missing=na))
         )
         self.query_one("#trial-power-label", Static).update(
-            t("trial_power", lang, power=f"{powers[-1]:.0f} W" if powers else na)
+            t("trial_power", lang, power=units.watts(powers[-1] if powers else None, missing=na))
         )
 
     def _legend(self, lines: list[str], last: Any) -> Text:
@@ -188,13 +184,15 @@ class TrialScreen(DoctorScreen):
             text.append("━ " + t("chart_limit", lang) + "\n", style=LINE_COLOURS["limit"])
         if last is not None and last.peak_mib is not None:
             text.append(
-                "━ " + t("trial_peak", lang, peak=gib(last.peak_mib)) + "\n", style=LINE_COLOURS["peak"]
+                "━ " + t("trial_peak", lang, peak=fmt_gib(last.peak_mib)) + "\n", style=LINE_COLOURS["peak"]
             )
         if feed.entry.estimate_mib and not host:
-            text.append("━ " + t("trial_estimate", lang, estimate=gib(feed.entry.estimate_mib)) + "\n",
+            text.append("━ " + t("trial_estimate", lang, estimate=fmt_gib(feed.entry.estimate_mib)) + "\n",
                         style=LINE_COLOURS["estimate"])  # fmt: skip
         marks = [
-            f"{t(f'chart_{name}', lang)} {feed.marks[name]:.1f}" for name in MARK_NAMES if name in feed.marks
+            f"{t(f'chart_{name}', lang)} {units.number(feed.marks[name], 1)}"
+            for name in MARK_NAMES
+            if name in feed.marks
         ]
         if marks:
             text.append("┃ " + ", ".join(marks) + " " + t("chart_x", lang) + "\n", style=LINE_COLOURS["mark"])

@@ -21,6 +21,7 @@ from textual.message import Message
 from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
+from oomdoctor.report import units
 from oomdoctor.tui import messages
 from oomdoctor.tui.base import DoctorScreen
 from oomdoctor.tui.strings import t
@@ -170,12 +171,12 @@ class WatchScreen(DoctorScreen):
         if not frame["alive"] and not frame["ended"]:
             return t("watch_waiting", lang)
         na = t("value_na", lang)
-        loss = na if frame["loss"] is None else f"{frame['loss']:.4f}"
+        loss = units.number(frame["loss"], 4, missing=na)
         status = t("watch_status", lang, step=frame["step"] if frame["step"] is not None else na,
                    total=frame["total_steps"] or na, loss=loss, eval=frame["next_eval_step"] or na,
                    save=frame["next_save_step"] or na, pids=", ".join(map(str, frame["pids"])) or na)  # fmt: skip
         if frame.get("log_only") and not frame["ended"]:  # no process here: say so
-            age = f"{frame['log_age_s'] or 0:.0f}"
+            age = units.number(frame["log_age_s"] or 0)
             status += "\n" + t("watch_log_only", lang, file=frame["log_file"] or na, age=age)
         return status
 
@@ -195,7 +196,7 @@ class WatchScreen(DoctorScreen):
                 text.append(t("watch_no_readings", lang) + "\n", style="dim")
         if frame["history"]:
             first = frame["history"][0]
-            text.append(t("watch_first_warning", lang, elapsed=f"{first['time_s']:.0f}",
+            text.append(t("watch_first_warning", lang, elapsed=units.number(first["time_s"]),
                           text=first["text"][lang]) + "\n", style="dim")  # fmt: skip
         return text
 

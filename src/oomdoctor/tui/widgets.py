@@ -22,6 +22,7 @@ from textual.widgets import Button, Static
 
 from oomdoctor.discover import display_path
 from oomdoctor.i18n import Lang, pick
+from oomdoctor.report import units
 from oomdoctor.tui.render import (
     change_summary,
     diff_lines,
@@ -332,7 +333,7 @@ class HistoryTable(VerticalScroll):
                 entry.folder.name,  # under trials/, which the line above names
                 parent_label(entry.parent, folders, lang),
                 t(f"outcome_{entry.outcome}", lang),
-                f"{entry.peak_mib / 1024:.2f} GiB" if entry.peak_mib is not None else "",
+                units.gib(entry.peak_mib, missing=""),
                 change_summary(entry.changes) or pick(entry.title, lang) or entry.rule,
             )
             for entry in history

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomdoctor.facts.types import ConfigFacts
+from oomdoctor.report import units
 from oomdoctor.text import Text
 from oomdoctor.watch import schedule
 
@@ -116,10 +117,9 @@ class Advice:
 Advise = Callable[[str, dict[str, Any]], Advice]
 
 
-def gib(mib: float | None) -> str:
-    if mib is None:
-        return "?"
-    return f"{mib / 1024:.1f} GiB" if abs(mib) >= 1024 else f"{mib:.0f} MiB"
+def _size(mib: float | None) -> str:
+    """A size in a warning's words: MiB below a GiB, GiB with one digit above; "?" when unknown."""
+    return units.size(mib, gib_digits=1, missing="?")
 
 
 @dataclass
@@ -221,12 +221,12 @@ def _words(fields: dict[str, Any], advice: Advice, spec: dict[str, Any]) -> dict
     for lang in ("en", "zh"):
         out[lang] = {
             "step": fields.get("expected_step", "?"),
-            "needed": gib(fields.get("needed_mib")),
-            "left": gib(fields.get("left_mib")),
-            "limit": gib(fields.get("limit_mib")),
-            "used": gib(fields.get("used_mib")),
-            "other": gib(fields.get("other_mib")),
-            "rate": gib(fields.get("rate_mib_s")),
+            "needed": _size(fields.get("needed_mib")),
+            "left": _size(fields.get("left_mib")),
+            "limit": _size(fields.get("limit_mib")),
+            "used": _size(fields.get("used_mib")),
+            "other": _size(fields.get("other_mib")),
+            "rate": _size(fields.get("rate_mib_s")),
             "pool": spec["pools"][pool.source][lang].format(index=pool.index),
             "length_source": spec["length_sources"][fields.get("length_source", "cutoff_len")][lang],
             "part": spec["save_parts"].get(fields.get("part"), {}).get(lang, "-"),

@@ -5,25 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from oomdoctor.i18n import Lang, msg
-
-BAR_WIDTH = 30
-
-
-def _bar(used: float, total: float, width: int = BAR_WIDTH) -> str:
-    filled = min(width, max(0, round(width * used / total))) if total > 0 else 0
-    return "[" + "|" * filled + " " * (width - filled) + "]"
-
-
-def _num(value: Any) -> str:
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def _eta(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
+from oomdoctor.report.units import duration as _eta
+from oomdoctor.report.units import meter as _bar
+from oomdoctor.report.units import number as _num
 
 
 def _pool_lines(pool: dict[str, Any], lang: Lang) -> list[str]:
@@ -61,7 +45,7 @@ def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
     lines = [msg("wr_title", lang, time=frame["time"], config=frame["config"]), ""]
     if frame["alive"]:
         lines.append(msg("wr_run", lang, pids=", ".join(map(str, frame["pids"])) or "-", step=_num(frame["step"]),
-                         total=_num(frame["total_steps"]), loss="-" if frame["loss"] is None else f"{frame['loss']:.4f}",
+                         total=_num(frame["total_steps"]), loss=_num(frame["loss"], 4),
                          eta=_eta(frame["eta_s"])))  # fmt: skip
         lines.append(
             msg("wr_next", lang, eval=_num(frame["next_eval_step"]), save=_num(frame["next_save_step"]))
@@ -84,7 +68,7 @@ def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
         lines.append(msg("wr_no_readings" if not has_readings(frame) else "wr_no_warnings", lang))
     if frame["history"]:
         first = frame["history"][0]
-        lines.append(msg("wr_first", lang, text=first["text"][lang], elapsed=f"{first['time_s']:.0f}",
+        lines.append(msg("wr_first", lang, text=first["text"][lang], elapsed=_num(first["time_s"]),
                          step=_num(first["step_seen"])))  # fmt: skip
     if frame["ended"]:
         lines += ["", msg("wr_ended", lang), ""]
