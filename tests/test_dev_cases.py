@@ -323,6 +323,9 @@ def answered_kinds(
     print()
     for case in cases:
         reporter, kinds = table[case["id"]]
+        # Every thread of these sets reports an out-of-memory failure: asked which memory (a pasted excerpt cut
+        # above its error line is not known to be one), its reporter says the GPU's unless the row says otherwise.
+        reporter = {"memory_kind": "gpu", **reporter}
         diagnosis, rounds = _answer_until_done(case, reporter)
         for asked in rounds:  # one tier per round, never the phase together with what follows from it
             assert len({tier_of.get(key, len(QUESTION_TIERS)) for key in asked}) == 1, (case["id"], asked)

@@ -34,8 +34,9 @@ EARLIER = ("real_extra.yaml", "real_holdout.yaml")
 # right 32, asked 23, wrong 4, 200/200, 36/59. A change that lowers one is a regression. Lowered to wrong 2 by
 # diag5b (the phase asked beside freeing a card another job holds: two "other_process, phase unknown" answers ask).
 # Lowered to wrong 1 by diag5c (an OOM after one or two completed steps asks first_batch vs long_sample).
+# Lowered to wrong 0 by the lead (a traceback cut before its error line asks which memory ran out; peft-1890).
 REQUIRED_RIGHT = 32
-MAX_WRONG = 1
+MAX_WRONG = 0
 REQUIRED_NUMBERS_PARSED = 200
 REQUIRED_FIX_KIND = 36
 # The earlier project sets scored the same way (phase labels only): (right at least, wrong at most).

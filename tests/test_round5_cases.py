@@ -45,9 +45,12 @@ SEEN = [
 # of each whole file (5 + 5h). 5h BEFORE (9345a1d): lf right 2, asked 8, wrong 1; other right 3, asked 6, wrong 1.
 # 5h AFTER (the capability work above, never shown 5h): lf 2/7/2, other 4/6/0; then the lead's evaluation-only
 # change (made after seeing 5h's lf-7482): lf 2/8/1.
+# Then (the lead): a traceback cut before its error line is no longer an OOM because its frames place a phase:
+# it says where it stopped and asks which memory ran out (lf-10440, an illegal memory access, becomes right;
+# trl-3128 asked), and IPython's header line naming OutOfMemoryError counts as the error line (unsloth-3373).
 FLOORS: dict[str, tuple[int, int, int, int]] = {
-    "real_round5_lf.yaml": (8, 1, 23, 8),
-    "real_round5_other.yaml": (17, 0, 59, 16),
+    "real_round5_lf.yaml": (9, 0, 23, 9),
+    "real_round5_other.yaml": (16, 0, 59, 16),
 }
 MIN_CASES = 15
 MIN_NEGATIVE_CONTROLS = 2

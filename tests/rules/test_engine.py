@@ -850,16 +850,20 @@ def test_the_phase_is_asked_beside_a_proposal_it_cannot_change_when_it_picks_the
 
 
 def test_a_question_whose_answers_change_nothing_is_not_asked() -> None:
-    # A load-phase cut traceback: gpu is only assumed, and "host" would change the advice.
+    # A load-phase cut traceback: frames alone are no evidence of an OOM, so nothing is proposed until the
+    # memory is named, and "host" would change the advice: only that is asked (not the phase the frames give).
     load = LogFacts(oom=False, phase="load", traceback_cut=True, weights_loaded=False)
     d = diagnose(facts_of(config=course(), log=load))
-    assert d.proposal is not None and [q.key for q in d.questions] == ["memory_kind"]
+    assert not d.oom and d.phase == "load" and d.proposal is None
+    assert [q.key for q in d.questions] == ["memory_kind"]
+    named = diagnose(facts_of(config=course(), log=load, answers={"memory_kind": "gpu"}))
+    assert named.oom and named.proposal is not None and named.questions == []
 
 
 def test_the_same_change_is_offered_once() -> None:
     log = LogFacts(oom=False, phase="eval", traceback_cut=True, frames=["evaluation_loop", "nested_concat"])
-    d = diagnose(facts_of(config=course(compute_accuracy=True), log=log))
-    assert d.proposal.rule == "eval.predictions_pile_up"
+    d = diagnose(facts_of(config=course(compute_accuracy=True), log=log, answers={"memory_kind": "gpu"}))
+    assert d.proposal is not None and d.proposal.rule == "eval.predictions_pile_up"
     assert "eval.offload_predictions" not in rule_ids(
         d
     )  # it would write the very same eval_accumulation_steps

@@ -200,6 +200,7 @@ class _Traceback:
     header: bool = False  # opened by "Traceback (most recent call last)"
     seq: int = 0  # order in which tracebacks were opened
     key: str = ""
+    names: str = ""  # IPython's header line, which names the exception's class before the frames
 
 
 @dataclass
@@ -441,7 +442,9 @@ class LogScanner:
     def _traceback_line(self, run: Run, key: str, rank: int | None, host: str | None, text: str) -> bool:
         """A traceback header or frame, an out-of-memory line or another exception; True when the line is read."""
         if TRACEBACK_HEADER in text:  # Python's header, or IPython's "OutOfMemoryError    Traceback (...)"
-            self._open_traceback(key, header=True)
+            tb = self._open_traceback(key, header=True)
+            if not text.lstrip().startswith(TRACEBACK_HEADER):
+                tb.names = text
             run.last_content_was_traceback = True
             return True
         frame = match_frame_line(text)
@@ -885,18 +888,20 @@ class LogScanner:
         # an excerpt may end right after the header, before any frame: still a traceback that was cut
         if tb is None or not (tb.has_frames or tb.header):
             return
+        # IPython named the class on the header line: an OOM said at the top, cut before the bottom
+        form = self._oom_form(tb.names) if tb.names and self.t.oom_hint.search(tb.names) else None
         run.failure = Failure(
-            kind=None,
-            ran_out_of=None,
-            priority=-1,
+            kind=form.kind if form is not None else None,
+            ran_out_of=form.ran_out_of if form is not None else None,
+            priority=form.priority if form is not None else -1,
             line=None,
-            message="",
+            message=tb.names.strip() if form is not None else "",
             key=key or "",
             rank=None,
             host=None,
             block=tb.lines,
             snapshot=tb.snapshot,
-            cut=True,
+            cut=form is None,
         )
         if key and key.startswith("rank"):
             run.failure.rank = int(key[4:])

@@ -96,9 +96,7 @@ def _oom_confirmed(facts: Facts) -> bool:
     """The cut traceback counts as an OOM where it stopped when its frames place a phase or narrow it (a pasted OOM excerpt
     cut by the paster), or the user said which memory ran out or where. Frames that place nothing (module
     entry points, glued tracebacks of several processes) are no evidence of an OOM."""
-    log = facts.log
-    placed = log is not None and (log.phase not in ("unknown", "none") or bool(log.phase_candidates))
-    return placed or "memory_kind" in facts.answers or "phase" in facts.answers
+    return "memory_kind" in facts.answers or "phase" in facts.answers
 
 
 def _phase_by_schedule(facts: Facts) -> str | None:
@@ -115,9 +113,12 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     if answered:
         return answered, "answer"
     log = facts.log
-    if log is not None and log_failed(facts) and log.phase not in ("unknown", "none"):
+    # where it failed, or where a traceback cut before its error line stopped (said as such until its memory is
+    # named: ``log_failed``)
+    stopped = log is not None and (log_failed(facts) or error_line_missing(facts))
+    if log is not None and stopped and log.phase not in ("unknown", "none"):
         return log.phase, "log"
-    if log is not None and log_failed(facts):
+    if log is not None and stopped:
         scheduled = _phase_by_schedule(facts)
         if scheduled is not None:
             return scheduled, "schedule"

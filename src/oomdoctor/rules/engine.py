@@ -102,11 +102,12 @@ def _no_error_line(facts: Facts, findings: list[Finding]) -> Diagnosis:
     evidence of an OOM, so nothing is diagnosed; the finding says where it stops and the phase is asked first,
     one tier at a time as always (an answer, or a memory kind, makes it an OOM: ``log_failed``). A log that
     stops before the first step has its phase already: there the memory kind is asked."""
-    key = "memory_kind" if facts.derived.log_stop == "load" else "phase"
+    placed = facts.derived.phase if error_line_missing(facts) else "unknown"
+    key = "memory_kind" if facts.derived.log_stop == "load" or placed != "unknown" else "phase"
     return _diagnosis(
         facts,
         oom=False,
-        phase="unknown",
+        phase=placed,
         cause="unknown",
         findings=findings,
         questions=[builtin_question(key, "engine")],
