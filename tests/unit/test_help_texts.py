@@ -19,19 +19,25 @@ CASES = Path(__file__).resolve().parents[1] / "cases" / "help_output.json"
 BEFORE = {k: v for k, v in json.loads(CASES.read_text(encoding="utf-8")).items() if not k.startswith("_")}
 
 
-def _help(columns: str, lang: str, verb: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("COLUMNS", columns)
+def _cases() -> set[str]:
+    return {f"{c} {lang} {v}" for c in ("100", "52") for lang in ("en", "zh") for v in ["-", *cli.VERBS]}
+
+
+def _printed(lang: str, verb: str) -> str:
     argv = ([] if verb == "-" else [verb]) + ["--help", "--lang", lang]
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
         cli.main(argv)
     return out.getvalue()
 
 
+def _help(columns: str, lang: str, verb: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("COLUMNS", columns)
+    return _printed(lang, verb)
+
+
 def test_the_reference_covers_every_verb_in_both_languages() -> None:
-    assert set(BEFORE) == {
-        f"{c} {lang} {v}" for c in ("100", "52") for lang in ("en", "zh") for v in ["-", *cli.VERBS]
-    }
+    assert set(BEFORE) == _cases()
 
 
 @pytest.mark.parametrize("case", sorted(BEFORE))
@@ -65,3 +71,17 @@ def test_the_help_texts_are_kept_apart_and_read_back_without_building(
     monkeypatch.setattr(catalogue, "_help", None)
     with pytest.raises(AssertionError, match="built again"):
         catalogue.help_entry("help_main_lang")
+
+
+if (
+    __name__ == "__main__"
+):  # after a deliberate help change: PYTHONPATH=src python tests/unit/test_help_texts.py
+    import os
+
+    notes = {k: v for k, v in json.loads(CASES.read_text(encoding="utf-8")).items() if k.startswith("_")}
+    found = {}
+    for case in sorted(_cases()):
+        columns, lang, verb = case.split()
+        os.environ["COLUMNS"] = columns
+        found[case] = _printed(lang, verb)
+    CASES.write_text(json.dumps({**notes, **found}, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
