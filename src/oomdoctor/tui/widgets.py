@@ -71,6 +71,17 @@ class OomBanner(Static):
         self.update(oom_summary(session.diagnosis, session.facts, lang, short=True))
 
 
+def findings_not_repeated(session: Session) -> list[Finding]:
+    """The diagnosis' findings less those a proposal already shows as "already on" (a guard that held
+    is both a finding and the proposal's reason, word for word): the proposal view keeps it, where it
+    says what it means for the change."""
+    diagnosis = session.diagnosis
+    if diagnosis is None:
+        return []
+    shown = [item for proposal in session.proposals for item in proposal.already_on]  # dicts: a list
+    return [finding for finding in diagnosis.findings if finding.text not in shown]
+
+
 def findings_renderable(findings: Iterable[Finding], lang: Lang) -> RenderableType:
     text = Text()
     for finding in findings:
@@ -99,7 +110,7 @@ class FactsView(VerticalScroll):
         for label, value in facts_rows(session.facts, session.diagnosis, lang, gpu_reason=gpu_reason):
             table.add_row(label, value)
         self.query_one("#facts-table", Static).update(table)
-        findings = session.diagnosis.findings if session.diagnosis is not None else []
+        findings = findings_not_repeated(session)
         if findings:
             body = Group(_heading(t("facts_findings", lang)), findings_renderable(findings, lang))
             self.query_one("#facts-findings", Static).update(body)

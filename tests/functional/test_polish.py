@@ -1,0 +1,65 @@
+"""Loose ends of the app: an in-effect item said once, alternatives chosen with the mouse, the trial chart's
+marks from the probe's milestones, utilisation and power as charts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from functional.tui_helpers import fixed_clock, make_diagnosis, make_facts, screen_text, show_diagnosis
+from oomdoctor.diagnosis import Finding
+from oomdoctor.tui.factory import build_app
+from oomdoctor.tui.screens import ExplainScreen
+
+GUARD = {
+    "en": "Gradient checkpointing is already on (LLaMA-Factory's default): not counted as a new option.",
+    "zh": "梯度检查点已开启(LLaMA-Factory 默认开启):不能当作新优化。",
+}
+
+
+def _app(user_dir: Path, gpu_source: Any, lang: str) -> Any:
+    return build_app(lang=lang, gpu_source=gpu_source, trial_launcher=lambda *a, **k: None, clock=fixed_clock,
+                     cwd=user_dir, scan_at_start=False)  # fmt: skip
+
+
+def _guarded_diagnosis() -> Any:
+    """A diagnosis where a guard held: its reason is a finding and each proposal's "already on", as the walk
+    makes them (rules/walk.py)."""
+    diagnosis = make_diagnosis()
+    diagnosis.findings.append(Finding(id="guard.activations.enable_gradient_checkpointing", text=dict(GUARD)))
+    for proposal in (diagnosis.proposal, *diagnosis.alternatives):
+        proposal.already_on = [dict(GUARD)]
+    return diagnosis
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+async def test_an_in_effect_item_is_said_once_per_screen(user_dir: Path, gpu_source: Any, lang: str) -> None:
+    config = user_dir / "configs/qwen3_lora.yaml"
+    app = _app(user_dir, gpu_source, lang)
+    guard = {"en": "not counted as a new option", "zh": "不能当作新优化"}[lang]  # the guard's own words
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show_diagnosis(
+            app,
+            pilot,
+            make_facts(config, gpu_source),
+            _guarded_diagnosis(),
+            config,
+            user_dir / "qwen3_lora.log",
+        )
+        await pilot.press("p")
+        await pilot.pause()
+        assert screen_text(app).count(guard) == 1  # the proposal's "already on"
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExplainScreen)
+        explain = screen_text(app)
+        assert explain.count(guard) == 1
+        await pilot.press("b")
+        await pilot.pause()
+        await pilot.press("f")
+        await pilot.pause()
+        facts = screen_text(app)
+    assert facts.count(guard) == 0  # on the proposal, where it says what it means for the change
+    assert make_diagnosis().findings[0].text[lang][:12] in facts  # the in-effect finding stays
