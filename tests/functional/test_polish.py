@@ -11,6 +11,7 @@ import pytest
 from functional.tui_helpers import fixed_clock, make_diagnosis, make_facts, screen_text, show_diagnosis
 from oomdoctor.diagnosis import Finding
 from oomdoctor.tui.factory import build_app
+from oomdoctor.tui.messages import ProposalStepped
 from oomdoctor.tui.screens import ExplainScreen
 
 GUARD = {
@@ -63,3 +64,29 @@ async def test_an_in_effect_item_is_said_once_per_screen(user_dir: Path, gpu_sou
         facts = screen_text(app)
     assert facts.count(guard) == 0  # on the proposal, where it says what it means for the change
     assert make_diagnosis().findings[0].text[lang][:12] in facts  # the in-effect finding stays
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+async def test_an_alternative_is_chosen_with_the_mouse(user_dir: Path, gpu_source: Any, lang: str) -> None:
+    config = user_dir / "configs/qwen3_lora.yaml"
+    app = _app(user_dir, gpu_source, lang)
+    stepped: list[int] = []
+    async with app.run_test(size=(120, 40), message_hook=lambda m: stepped.append(m.step) if isinstance(m, ProposalStepped) else None) as pilot:  # fmt: skip
+        await show_diagnosis(
+            app, pilot, make_facts(config, gpu_source), make_diagnosis(), config, user_dir / "qwen3_lora.log"
+        )
+        await pilot.press("p")
+        await pilot.pause()
+        second = make_diagnosis().alternatives[0]
+        assert await pilot.click(".alternative-2")
+        await pilot.pause()
+        assert app.session.current_proposal is not None
+        assert app.session.current_proposal.rule == second.rule
+        assert f"▸ 2. {second.title[lang][:10]}" in screen_text(app)
+        assert await pilot.click(".alternative-1")
+        await pilot.pause()
+        assert app.session.proposal_index == 0
+        await pilot.press("n")  # the keys go on working
+        await pilot.pause()
+        assert app.session.proposal_index == 1
+    assert sorted(set(stepped)) == [-1, 1]  # the same request as n / N
