@@ -3,16 +3,27 @@ marks from the probe's milestones, utilisation and power as charts."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import Static
 
-from functional.tui_helpers import fixed_clock, make_diagnosis, make_facts, screen_text, show_diagnosis
+from functional.test_trial_flow import _apply_and_start_trial
+from functional.tui_helpers import (
+    ScriptedTrial,
+    fixed_clock,
+    make_diagnosis,
+    make_facts,
+    screen_text,
+    show_diagnosis,
+)
 from oomdoctor.diagnosis import Finding
 from oomdoctor.tui.factory import build_app
 from oomdoctor.tui.messages import ProposalStepped
 from oomdoctor.tui.screens import ExplainScreen
+from oomdoctor.tui.trial_screen import TrialScreen
 
 GUARD = {
     "en": "Gradient checkpointing is already on (LLaMA-Factory's default): not counted as a new option.",
@@ -90,3 +101,45 @@ async def test_an_alternative_is_chosen_with_the_mouse(user_dir: Path, gpu_sourc
         await pilot.pause()
         assert app.session.proposal_index == 1
     assert sorted(set(stepped)) == [-1, 1]  # the same request as n / N
+
+
+MILESTONES = [
+    {"name": "load", "passed": True, "step": None, "time_s": 0.1, "peak_mib": 1200.0},
+    {"name": "longest_batch", "passed": True, "step": 1, "time_s": 0.2, "peak_mib": 9800.0},
+    {"name": "optimizer_step", "passed": True, "step": 1, "time_s": 0.4, "peak_mib": 17600.0},
+    {"name": "eval", "passed": True, "step": 2, "time_s": 0.6, "peak_mib": 18400.0},
+    {"name": "save", "passed": False, "reached": True, "peak_mib": 18400.0},
+]
+
+
+class ProbeTrial(ScriptedTrial):
+    """The scripted trial, its result.json with a probe's milestones as ``trial --probe`` writes them."""
+
+    def __call__(self, config_path: Path, **kwargs: Any) -> Any:
+        result = super().__call__(config_path, **kwargs)
+        record = dict(result.record, milestones=MILESTONES, probe_passed=False)
+        (result.folder / "result.json").write_text(json.dumps(record), encoding="utf-8")
+        return type(result)(folder=result.folder, record=record)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+async def test_the_chart_marks_come_from_the_probe_milestones(
+    user_dir: Path, gpu_source: Any, lang: str
+) -> None:
+    app = build_app(lang=lang, gpu_source=gpu_source, trial_launcher=ProbeTrial(outcome="ok"), clock=fixed_clock,
+                    cwd=user_dir, scan_at_start=False, trial_steps=3)  # fmt: skip
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, TrialScreen) and screen.feed.done
+        chart = screen.query_one("#trial-memory")
+        # the probe's own moments, not when the log's progress line arrived; a save not passed is not marked
+        assert chart.marks == {"longest_batch": 0.2, "update": 0.4, "eval": 0.6}
+        legend = str(screen.query_one("#trial-memory-label", Static).content)
+    words = {"en": ("longest batch 0.2 s (step 1, peak 9.57 GiB)", "validation 0.6 s (step 2, peak 17.97 GiB)"),
+             "zh": ("最长批次 0.2 秒 (第 1 步,峰值 9.57 GiB)", "验证 0.6 秒 (第 2 步,峰值 17.97 GiB)")}  # fmt: skip
+    for phrase in words[lang]:
+        assert f"┃ {phrase}\n" in legend + "\n"
