@@ -19,31 +19,19 @@ from oomdoctor.errors import EXIT_BAD_INPUT, BadInput, one_line
 from oomdoctor.i18n import LANGS, Lang, default_lang, help_text, msg, set_help_lang
 from oomdoctor.lazyre import lazy
 
-# Each verb's one-line help, (English, Chinese); ``--help`` shows the user's language.
-VERBS: dict[str, tuple[str, str]] = {
-    "demo": (
-        "Open the TUI on the bundled demo case (the course config with a real-looking OOM)",
-        "打开内置演示案例(课程配置与一份逼真的显存溢出日志)",
-    ),
-    "diagnose": (
-        "Locate the OOM in a config + log and propose one change",
-        "根据配置和日志定位显存溢出,并给出一项修改",
-    ),
-    "patch": ("Write the proposed change into a new folder", "把建议的修改写入新目录"),
-    "estimate": ("Estimate peak GPU memory per term and phase", "按分项与阶段估算显存峰值"),
-    "lengths": ("Real token lengths of the configured dataset", "统计配置中数据集的实际 token 长度"),
-    "trial": ("Run a short trial and record memory samples", "短时试跑并记录显存采样"),
-    "fit": (
-        "The largest batch that fits, effective batch kept, verified by a probe",
-        "找出放得下的最大批次(保持有效批大小),并用探测试跑验证",
-    ),
-    "watch": ("Live GPU panel, touching nothing", "实时 GPU 面板,只读,不干预任何进程"),
-    "compare": ("Compare trials (or two configs)", "对比多次试跑(或两份配置)"),
-    "tui": ("Open the interactive app (same as no verb)", "打开交互界面(与不带子命令相同)"),
-    "rules": (
-        "Validate decision-node files (for people who edit rules)",
-        "校验决策节点规则文件(供编辑规则的人使用)",
-    ),
+# Each verb and the catalogue key of its one-line help; ``--help`` shows the user's language.
+VERBS: dict[str, str] = {
+    "demo": "help_verb_demo",
+    "diagnose": "help_verb_diagnose",
+    "patch": "help_verb_patch",
+    "estimate": "help_verb_estimate",
+    "lengths": "help_verb_lengths",
+    "trial": "help_verb_trial",
+    "fit": "help_verb_fit",
+    "watch": "help_verb_watch",
+    "compare": "help_verb_compare",
+    "tui": "help_verb_tui",
+    "rules": "help_verb_rules",
 }
 
 
@@ -147,14 +135,11 @@ def lang_from_argv(argv: Sequence[str]) -> Lang:
 
 
 def _debug_help() -> str:
-    return help_text(
-        "on an internal error, show the full traceback instead of one line",
-        "遇到内部错误时显示完整调用栈,而不是一行提示",
-    )
+    return help_text("help_main_debug")
 
 
 def _lang_help() -> str:
-    return help_text("language of the output (default from LANG)", "输出语言(默认取自 LANG 环境变量)")
+    return help_text("help_main_lang")
 
 
 def verb_from_argv(argv: Sequence[str]) -> str | None:
@@ -181,22 +166,19 @@ def build_parser(
     set_help_lang(lang or default_lang())
     parser = _Parser(
         prog="oomdoctor",
-        description=help_text(
-            "Diagnose CUDA out-of-memory in LLaMA-Factory runs.",
-            "诊断 LLaMA-Factory 训练中的 CUDA 显存溢出。",
-        ),
+        description=help_text("help_main_description"),
     )
     parser.add_argument(
         "--version",
         action="version",
         version=f"oomdoctor {__version__}",
-        help=help_text("print the version and exit", "显示版本号并退出"),
+        help=help_text("help_main_version"),
     )
     parser.add_argument("--lang", choices=list(LANGS), default=None, help=_lang_help())
     parser.add_argument("--debug", action="store_true", default=False, help=_debug_help())
     sub = parser.add_subparsers(dest="verb", parser_class=_Parser)
-    for name, (en, zh) in VERBS.items():
-        summary = help_text(en, zh)
+    for name, key in VERBS.items():
+        summary = help_text(key)
         p = sub.add_parser(name, help=summary, description=summary)
         p.add_argument("--lang", choices=list(LANGS), default=argparse.SUPPRESS, help=_lang_help())
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_debug_help())

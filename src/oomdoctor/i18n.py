@@ -89,8 +89,9 @@ def _fill(template: str, lang: Lang, fields: Mapping[str, object]) -> str:
 
 # --- `--help` texts ------------------------------------------------------------------------------------
 # argparse keeps each help text as one plain string, fixed when the parser is built, so the command line
-# picks the language first (``set_help_lang``) and every ``help=`` is written as ``help_text(en, zh)``:
-# both languages sit side by side where the option is defined, and neither can be forgotten.
+# picks the language first (``set_help_lang``) and every ``help=`` is written as ``help_text(key)``: a
+# ``help_*`` key of the catalogue's ``core`` group, read only when a parser is built (only the verb that
+# runs registers its options).
 
 _help_lang: Lang = "en"
 
@@ -101,9 +102,10 @@ def set_help_lang(lang: Lang) -> None:
     _help_lang = "zh" if lang == "zh" else "en"
 
 
-def help_text(en: str, zh: str) -> str:
-    """A command-line help text in the language set by ``set_help_lang`` (English until set)."""
-    return zh if _help_lang == "zh" else en
+def help_text(key: str) -> str:
+    """The command-line help text ``key`` in the language set by ``set_help_lang`` (English until set), as
+    written (argparse fills no fields in it)."""
+    return catalogue.help_entry(key)[_help_lang]
 
 
 # Code-owned messages, in ``oomdoctor/catalogue/{en,zh}.yaml`` (group ``core``, then ``shared``), read on

@@ -29,11 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oomdoctor.errors import BadInput, one_line
-from oomdoctor.i18n import msg
+from oomdoctor.i18n import both, msg
 from oomdoctor.report import units
 
 if TYPE_CHECKING:
     import yaml
+
+    from oomdoctor.text import Text
 
 MIB = 1024 * 1024
 # What a file of each kind can reasonably weigh. A LLaMA-Factory config is a few KiB, a DeepSpeed JSON or a
@@ -52,16 +54,20 @@ MAX_INT = 10**15  # the largest integer any setting we read can sensibly hold
 MAX_NUMBER = 1e18
 _SNIFF_BYTES = 8192
 
-_WHAT_ZH = {
-    "config": "配置文件",
-    "DeepSpeed config": "DeepSpeed 配置文件",
-    "lengths file": "长度文件",
-    "model config.json": "模型 config.json",
-    "result.json": "result.json",
-    "change.json": "change.json",
-    "gpu-samples.csv": "gpu-samples.csv",
-    "dataset_info.json": "dataset_info.json",
+# The catalogue key of a file kind's name in an error, by the English name callers pass as ``what``; a name
+# not here (a file name: result.json, gpu-samples.csv) reads the same in both languages.
+_WHAT_KEYS = {
+    "config": "what_config",
+    "DeepSpeed config": "what_deepspeed_config",
+    "lengths file": "what_lengths_file",
+    "model config.json": "what_model_config",
 }
+
+
+def what_label(what: str) -> Text | str:
+    """The name of a file kind, in both languages where they differ (``Text``), else as given."""
+    key = _WHAT_KEYS.get(what)
+    return both(key) if key else what
 
 
 # ------------------------------------------------------------------------------------------- files
@@ -73,9 +79,7 @@ def stat_regular(path: str | os.PathLike[str], *, what: str = "file") -> os.stat
     try:
         st = os.stat(p)
     except FileNotFoundError:
-        raise BadInput(
-            msg("file_missing", None, what=what, what_zh=_WHAT_ZH.get(what, what), path=one_line(p))
-        ) from None
+        raise BadInput(msg("file_missing", None, what=what_label(what), path=one_line(p))) from None
     except OSError as err:
         raise BadInput(msg("file_unreadable", None, path=one_line(p), detail=err.strerror or err)) from None
     if not stat.S_ISREG(st.st_mode):
@@ -83,21 +87,21 @@ def stat_regular(path: str | os.PathLike[str], *, what: str = "file") -> os.stat
     return st
 
 
-def _kind_of(mode: int) -> tuple[str, str]:
+def _kind_of(mode: int) -> str:
+    """The catalogue key naming what a path that is no regular file is."""
     if stat.S_ISDIR(mode):
-        return "a folder", "目录"
+        return "kind_folder"
     if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)", "命名管道(FIFO)"
+        return "kind_fifo"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device", "设备文件"
+        return "kind_device"
     if stat.S_ISSOCK(mode):
-        return "a socket", "套接字"
-    return "not a regular file", "特殊文件"
+        return "kind_socket"
+    return "kind_special"
 
 
 def _not_regular(p: Path, mode: int) -> BadInput:
-    kind, kind_zh = _kind_of(mode)
-    return BadInput(msg("in_not_regular", None, path=one_line(p), kind=kind, kind_zh=kind_zh))
+    return BadInput(msg("in_not_regular", None, path=one_line(p), kind=both(_kind_of(mode))))
 
 
 def _check_size(p: Path, size: int, max_bytes: int, what: str) -> None:

@@ -1,5 +1,6 @@
 """oomdoctor's user cache (``$XDG_CACHE_HOME/oomdoctor``, ``~/.cache/oomdoctor`` when unset): derived data
-that is slow to build and cheap to rebuild, as JSON entries keyed by a hash of what they were built from.
+that is slow to build and cheap to rebuild, as JSON entries keyed by a hash of what they were built from
+(``kept_strings``: marshal entries, for a start that must not import json, the ``--help`` texts).
 
 An entry that is missing, unreadable or damaged is a miss, never an error; one that cannot be written is
 simply not kept. Nothing here is the user's: any entry may be deleted at any time.
@@ -7,20 +8,27 @@ simply not kept. Nothing here is the user's: any entry may be deleted at any tim
 
 from __future__ import annotations
 
-import json
 import os
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oomdoctor import __version__
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path:
+    from pathlib import Path  # not on a start that reads only marshal entries (``--help``)
+
+    return Path(_cache_dir(environ))
+
+
+def _cache_dir(environ: Mapping[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "oomdoctor"
+    return os.path.join(base, "oomdoctor")
 
 
 def content_key(kind: str, parts: Iterable[tuple[str, bytes]]) -> str:
@@ -47,6 +55,8 @@ def _entry(kind: str, key: str) -> Path:
 
 def read(kind: str, key: str) -> Any | None:
     """The entry's payload, or None on a miss (or a damaged entry)."""
+    import json  # not on a start that reads only marshal entries (``--help``)
+
     try:
         data = json.loads(_entry(kind, key).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -58,19 +68,27 @@ def read(kind: str, key: str) -> Any | None:
 
 def write(kind: str, key: str, payload: Any) -> bool:
     """Keep ``payload`` (JSON-able) under ``key``, atomically; False when it cannot be kept."""
-    path = _entry(kind, key)
+    import json
+
     try:
         text = json.dumps({"key": key, "payload": payload}, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):
         return False
+    return _write_bytes(_entry(kind, key), text.encode("utf-8"))
+
+
+def _write_bytes(path: str | Path, data: bytes) -> bool:
+    """``data`` as the file ``path``, atomically (a reader sees the old file or the new one); False when it
+    cannot be written."""
+    folder, suffix = os.path.dirname(path), os.path.splitext(path)[1]
     try:
         import tempfile  # only on a miss
 
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
@@ -94,6 +112,36 @@ def kept_json(kind: str, parts: Iterable[tuple[str, bytes]], build: Callable[[],
     if _survives_json(encoded, value):
         write(kind, key, {"items": encoded != value, "data": encoded})
     return value
+
+
+Strings = dict[str, dict[str, str]]
+
+
+def kept_strings(kind: str, parts: Iterable[tuple[str, bytes]], build: Callable[[], Strings]) -> Strings:
+    """``kept_json`` for a table of texts (``name -> {field: text}``), kept with ``marshal`` (built into the
+    interpreter, already loaded): for the ``--help`` texts, on a start that imports no json."""
+    import marshal
+
+    key = content_key(kind, parts)
+    path = os.path.join(_cache_dir(), kind, f"{key}.marshal")  # os.path: pathlib costs --help milliseconds
+    try:
+        with open(path, "rb") as f:
+            stored = marshal.loads(f.read())
+    except (OSError, ValueError, EOFError, TypeError):
+        stored = None
+    if isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key and _strings(stored[1]):
+        kept: Strings = stored[1]
+        return kept
+    value = build()
+    _write_bytes(path, marshal.dumps((key, value)))
+    return value
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, dict) and all(isinstance(s, str) for s in (*v, *v.values()))
+        for k, v in value.items()
+    )
 
 
 # JSON keys are strings; a mapping with other keys is kept as its items under this key.
@@ -122,6 +170,8 @@ def _from_json(value: Any) -> Any:
 
 def _survives_json(encoded: Any, value: Any) -> bool:
     """Only what comes back unchanged is kept."""
+    import json
+
     try:
         return bool(_from_json(json.loads(json.dumps(encoded))) == value)
     except (TypeError, ValueError):

@@ -4,6 +4,7 @@ no empty text, every key the code looks up exists, and every key is used."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -46,10 +47,10 @@ DYNAMIC: dict[tuple[str, str], str] = {
 
 
 def _group_of_call(node: ast.Call, module: Path) -> str | None:
-    """Which group a call looks a key up in: ``msg``/``both`` (and log_phase's ``text``) the core one,
-    ``t`` the app's; None for any other call."""
+    """Which group a call looks a key up in: ``msg``/``both``/``help_text`` (and log_phase's ``text``) the
+    core one, ``t`` the app's; None for any other call."""
     name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
-    if name in ("msg", "both") or (name == "text" and module.name == "log_phase.py"):
+    if name in ("msg", "both", "help_text") or (name == "text" and module.name == "log_phase.py"):
         return "core"
     if name == "t" and module.parent.name == "tui":
         return "tui"
@@ -107,10 +108,13 @@ def test_the_check_names_each_kind_of_problem(zh: dict[str, str], problem: str) 
     assert problem in catalogue.check({"en": en, "zh": zh})
 
 
-def test_the_check_accepts_a_zh_field_for_an_en_one_and_refuses_a_key_twice() -> None:
+def test_the_check_refuses_a_zh_only_field_and_a_key_twice() -> None:
     en = {"core.a": "{what} not found", "shared.b": "x", "tui.b": "y"}
     zh = {"core.a": "找不到{what_zh}", "shared.b": "甲", "tui.b": "乙"}
-    assert catalogue.check({"en": en, "zh": zh}) == ["tui.b: also in shared"]
+    assert catalogue.check({"en": en, "zh": zh}) == [
+        "core.a: en fills ['what'], zh ['what_zh']",
+        "tui.b: also in shared",
+    ]
 
 
 def test_a_broken_file_is_named() -> None:
@@ -187,3 +191,56 @@ def test_a_start_reads_the_compiled_entry_and_an_edit_rebuilds_it(
     (folder / "zh.yaml").write_text("core:\n  a: 壹 {n}\n", encoding="utf-8")
     assert catalogue._load()["core.a"]["zh"] == "壹 {n}"
     assert len(list((usercache.cache_root() / catalogue.KIND).glob("*.json"))) == 2
+
+
+# --- no user-facing Chinese outside the catalogue ------------------------------------------------------------
+
+# Chinese characters and the full-width punctuation Chinese text uses.
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
+# The string literals that may hold such characters, by module and text, each with its reason.
+CJK_ALLOWED = {
+    ("cli.py", ",。、;:!?)》」』"): "typography, not a text: marks a wrapped help line never starts with",
+    ("cli.py", "(《「『"): "typography, not a text: marks a wrapped help line never ends with",
+    ("tui/app.py", "中文"): "the language key's placeholder label: tui/bindings.py relabels it from key_lang",
+}
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    bodies = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    return {
+        id(first.value)
+        for n in bodies
+        if n.body and isinstance(first := n.body[0], ast.Expr) and isinstance(first.value, ast.Constant)
+    }
+
+
+def _cjk_literals() -> list[tuple[str, str]]:
+    """Every string literal in src holding a Chinese character, docstrings left out (comments are not in
+    the tree); f-strings are seen through their literal parts."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = _docstrings(tree)
+        module = path.relative_to(SRC).as_posix()
+        for node in ast.walk(tree):
+            text = node.value if isinstance(node, ast.Constant) and id(node) not in docs else None
+            if isinstance(text, str) and _CJK.search(text):
+                found.append((module, text))
+    return found
+
+
+def test_no_chinese_text_is_left_in_the_code_outside_the_catalogue() -> None:
+    assert sorted(set(_cjk_literals()) - set(CJK_ALLOWED)) == []
+
+
+def test_the_scan_finds_chinese_literals_and_every_allowed_one_is_still_there() -> None:
+    assert set(CJK_ALLOWED) <= set(_cjk_literals())  # an allowance no longer needed is removed
+    tree = ast.parse('"""说明"""\nx = "显存"\ny = f"{x}溢出"\n# 注释\n')
+    literals = [
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and id(n) not in _docstrings(tree)
+    ]
+    assert [s for s in literals if _CJK.search(s)] == ["显存", "溢出"]

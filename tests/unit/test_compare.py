@@ -124,7 +124,7 @@ def test_trials_that_cannot_be_compared_are_flagged(
     b = make_trial(tmp_path / "b", COURSE_CONFIG, peak_memory_mib=900.0, wall_s=12.0, **{key: value})
     comparison = compare_trials([a, b])
     assert not comparison.comparable
-    assert any(needle in w["en"] for w in comparison.warnings)
+    assert any(needle in w.text.en for w in comparison.warnings)
     assert needle.split()[0] in comparison.render("en")
 
 
@@ -141,8 +141,13 @@ def test_unknown_data_and_many_changes_are_warned(tmp_path: Path) -> None:
                    dataset_fingerprint="unknown")  # fmt: skip
     b = make_trial(tmp_path / "b", {**COURSE_CONFIG, "per_device_train_batch_size": 2, "learning_rate": 1e-4},
                    peak_memory_mib=800.0, wall_s=9.0, dataset_fingerprint="unknown")  # fmt: skip
-    kinds = [w["kind"] for w in compare_trials([a, b]).warnings]
-    assert kinds == ["many_changes", "unknown_data"]
+    comparison = compare_trials([a, b])
+    assert [w.kind for w in comparison.warnings] == ["many_changes", "unknown_data"]
+    # --json keeps each warning as one object, its kind beside the two texts
+    shown = json.loads(json.dumps(comparison.to_json(), ensure_ascii=False))["warnings"]
+    assert [list(w) for w in shown] == [["kind", "en", "zh"]] * 2
+    assert shown[1] == {"kind": "unknown_data", **comparison.warnings[1].text}
+    assert "b" in shown[1]["en"] and shown[1]["zh"] != shown[1]["en"]
 
 
 def test_failed_trials_and_peak_from_samples(tmp_path: Path) -> None:

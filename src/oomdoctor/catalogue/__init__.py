@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 KIND = "catalogue-v1"
+HELP_KIND = "catalogue-help-v1"  # the --help texts alone, kept with marshal (no json on `oomdoctor --help`)
+HELP_PREFIX = "core.help_"
 LANGS = ("en", "zh")
 GROUPS = ("shared", "core", "tui")
 SHARED = "shared"
@@ -29,6 +31,7 @@ Entry = Mapping[str, str]  # {"en": ..., "zh": ...}
 Flat = dict[str, str]  # "group.key" -> the text in one language
 
 _texts: dict[str, dict[str, str]] | None = None
+_help: dict[str, dict[str, str]] | None = None
 
 
 def texts() -> dict[str, dict[str, str]]:
@@ -43,6 +46,15 @@ def lookup(group: str, key: str) -> dict[str, str] | None:
     """The entry ``key`` of ``group`` (or of ``shared``), None when there is none."""
     table = texts()
     return table.get(f"{group}.{key}") or table.get(f"{SHARED}.{key}")
+
+
+def help_entry(key: str) -> dict[str, str]:
+    """The command-line help text ``key`` (a ``core`` key starting ``help_``), ``{"en", "zh"}``. A start that
+    prints ``--help`` reads only these, from their own cache entry, which needs no json."""
+    global _help
+    if _help is None:
+        _help = _load_help()
+    return _help[key]
 
 
 def group_keys(group: str) -> list[str]:
@@ -100,6 +112,29 @@ def _load() -> dict[str, dict[str, str]]:
     return kept if _well_formed(kept) else build()  # an entry damaged or edited by hand: built afresh
 
 
+def _load_help() -> dict[str, dict[str, str]]:
+    from oomdoctor import usercache
+
+    def build() -> dict[str, dict[str, str]]:
+        prefix = HELP_PREFIX.partition(".")[0] + "."
+        return {k.removeprefix(prefix): v for k, v in texts().items() if k.startswith(HELP_PREFIX)}
+
+    return usercache.kept_strings(HELP_KIND, _parts(), build)
+
+
+def _parts() -> list[tuple[str, bytes]]:
+    """What a compiled form is keyed by: both files' bytes and this module's code (read with os alone)."""
+    return [(name, _read(path)) for name, path in (*_FILES, ("code", __file__))]
+
+
+_FILES = tuple(sorted((lang, os.path.join(HERE, f"{lang}.yaml")) for lang in LANGS))
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _well_formed(payload: Any) -> TypeGuard[dict[str, dict[str, str]]]:
     return isinstance(payload, dict) and all(
         isinstance(v, dict) and set(v) == set(LANGS) and all(isinstance(s, str) for s in v.values())
@@ -144,12 +179,12 @@ def _other(flat: Mapping[str, Flat], key: str, lang: str) -> str:
 
 
 def fields(text: str, lang: str) -> set[str]:
-    """The names a text fills (``{path}``, ``{mib:,.0f}`` -> path, mib). A zh text may fill ``{what_zh}``
-    where the en one fills ``{what}`` (the caller passes both): that counts as the same field."""
+    """The names a text fills (``{path}``, ``{mib:,.0f}`` -> path, mib), the same in either language (a field
+    that differs by language is passed as a ``Text``, filled in each message's own language)."""
     import string  # only the check needs it
 
     names = {name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(text) if name}
-    return {n.removesuffix("_zh") for n in names} if lang == "zh" else names
+    return names
 
 
 def check(flat: Mapping[str, Flat]) -> list[str]:

@@ -100,17 +100,11 @@ def add_run_inputs(parser: argparse.ArgumentParser, *, config_required: bool = F
     parser.add_argument(
         "--config",
         required=config_required,
-        help=help_text(
-            "the LLaMA-Factory training YAML (or the WebUI's training_args.yaml)",
-            "LLaMA-Factory 训练配置 YAML(或 WebUI 保存的 training_args.yaml)",
-        ),
+        help=help_text("help_run_config"),
     )
     parser.add_argument(
         "--log",
-        help=help_text(
-            "the run's log: console capture, nohup.out, running_log.txt, trainer_log.jsonl",
-            "这次训练的日志:终端输出、nohup.out、running_log.txt 或 trainer_log.jsonl",
-        ),
+        help=help_text("help_run_log"),
     )
     add_known_facts(parser)
 
@@ -121,19 +115,13 @@ def add_known_facts(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help=help_text(
-            "answer a question the diagnosis asks, e.g. phase=eval (repeatable)",
-            "回答诊断提出的问题,如 phase=eval(可重复使用)",
-        ),
+        help=help_text("help_run_answer"),
     )
     parser.add_argument(
         "--gpu-mib",
         type=positive_number,
         metavar="N",
-        help=help_text(
-            "the card's memory in MiB, when no log or NVML says it",
-            "显卡显存(MiB),日志和 NVML 都读不到时填写",
-        ),
+        help=help_text("help_run_gpu_mib"),
     )
     add_lengths(parser)
 
@@ -144,28 +132,23 @@ def add_lengths(parser: argparse.ArgumentParser) -> None:
         "--longest-tokens",
         type=positive_int,
         metavar="N",
-        help=help_text("the real longest training sample, in tokens", "训练集实际最长样本的 token 数"),
+        help=help_text("help_run_longest_tokens"),
     )
     parser.add_argument(
         "--eval-longest-tokens",
         type=positive_int,
         metavar="N",
-        help=help_text("the real longest validation sample, in tokens", "验证集实际最长样本的 token 数"),
+        help=help_text("help_run_eval_longest_tokens"),
     )
     parser.add_argument(
         "--lengths",
         metavar="FILE",
-        help=help_text(
-            "real sample lengths saved by `oomdoctor lengths --json > FILE`",
-            "由 `oomdoctor lengths --json > FILE` 保存的实际样本长度",
-        ),
+        help=help_text("help_run_lengths"),
     )
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--json", action="store_true", help=help_text("print one JSON object", "输出一个 JSON 对象")
-    )
+    parser.add_argument("--json", action="store_true", help=help_text("help_run_json"))
 
 
 def gather_kwargs(args: argparse.Namespace) -> dict[str, Any]:

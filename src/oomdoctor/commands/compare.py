@@ -19,10 +19,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         "paths",
         nargs="+",
         metavar="PATH",
-        help=help_text(
-            "trial folders (the first is the reference), or OLD.yaml NEW.yaml",
-            "试跑目录(第一个为对比基准),或新旧两份配置 OLD.yaml NEW.yaml",
-        ),
+        help=help_text("help_compare_paths"),
     )
     add_json(parser)
 

@@ -22,7 +22,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json",
         action="store_true",
-        help=help_text("print the diagnosis as one JSON object", "把诊断结果输出为一个 JSON 对象"),
+        help=help_text("help_diagnose_json"),
     )
 
 

@@ -24,7 +24,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         required=True,
-        help=help_text("the LLaMA-Factory training YAML", "LLaMA-Factory 训练配置 YAML"),
+        help=help_text("help_estimate_config"),
     )
     add_lengths(parser)
     card = parser.add_mutually_exclusive_group()
@@ -32,23 +32,17 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--gpu-mib",
         type=positive_number,
         metavar="N",
-        help=help_text("the card's memory in MiB", "显卡显存(MiB)"),
+        help=help_text("help_estimate_gpu_mib"),
     )
     card.add_argument(
         "--gpu",
         metavar="NAME",
-        help=help_text(
-            'a card name, e.g. "V100-32GB", "RTX 4090", "A100-80GB"',
-            '显卡型号,如 "V100-32GB"、"RTX 4090"、"A100-80GB"',
-        ),
+        help=help_text("help_estimate_gpu"),
     )
     parser.add_argument(
         "--no-calibration",
         action="store_true",
-        help=help_text(
-            "ignore a calibration that a probe trial of the same setting stored",
-            "忽略同一设置下探测试跑保存的校准结果",
-        ),
+        help=help_text("help_estimate_no_calibration"),
     )
     add_json(parser)
 

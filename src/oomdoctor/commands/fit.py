@@ -23,21 +23,17 @@ if TYPE_CHECKING:
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True,
-                        help=help_text("the LLaMA-Factory YAML to fit", "要调整的 LLaMA-Factory 配置 YAML"))  # fmt: skip
+                        help=help_text("help_fit_config"))  # fmt: skip
     parser.add_argument("--out", required=True,
-                        help=help_text("new folder for the winning patch (must not exist)",
-                                       "写入最终方案的新目录(不能已存在)"))  # fmt: skip
+                        help=help_text("help_fit_out"))  # fmt: skip
     parser.add_argument("--gpu-mib", type=positive_number, metavar="N",
-                        help=help_text("memory to fit in, MiB (default: the first GPU's total)",
-                                       "可用显存(MiB,默认取第一张 GPU 的总显存)"))  # fmt: skip
+                        help=help_text("help_fit_gpu_mib"))  # fmt: skip
     parser.add_argument("--margin", type=number_in(0.0, 0.9), default=0.1,
-                        help=help_text("share of the memory kept free (default 0.1)", "预留的内存比例(默认 0.1)"))  # fmt: skip
+                        help=help_text("help_fit_margin"))  # fmt: skip
     parser.add_argument("--launcher", default="llamafactory-cli train",
-                        help=help_text("how to start training for the probes (as for trial)",
-                                       "探测试跑时启动训练的命令(同 trial)"))  # fmt: skip
+                        help=help_text("help_fit_launcher"))  # fmt: skip
     parser.add_argument("--timeout", type=number_in(0, MAX_TIMEOUT_S, low_open=True), default=600.0,
-                        help=help_text("time limit of each probe in seconds (default 600)",
-                                       "每次探测的时间上限,单位秒(默认 600)"))  # fmt: skip
+                        help=help_text("help_fit_timeout"))  # fmt: skip
     add_json(parser)
 
 

@@ -25,16 +25,13 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         required=True,
-        help=help_text("the LLaMA-Factory training YAML", "LLaMA-Factory 训练配置 YAML"),
+        help=help_text("help_lengths_config"),
     )
     parser.add_argument(
         "--cutoff",
         type=positive_int,
         metavar="N",
-        help=help_text(
-            "count samples this cutoff_len would cut (default: the config's)",
-            "统计按这个截断长度 cutoff_len 会被截断的样本数(默认取配置中的值)",
-        ),
+        help=help_text("help_lengths_cutoff"),
     )
     add_json(parser)
 

@@ -23,19 +23,16 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         required=True,
-        help=help_text("new folder to write (must not exist)", "要写入的新目录(不能已存在)"),
+        help=help_text("help_patch_out"),
     )
     parser.add_argument(
         "--rule",
-        help=help_text(
-            "write this alternative instead of the first proposal (its rule id)",
-            "改写这项备选方案(填其规则 id),而不是首选建议",
-        ),
+        help=help_text("help_patch_rule"),
     )
     parser.add_argument(
         "--json",
         action="store_true",
-        help=help_text("print one JSON object instead of text", "输出一个 JSON 对象,而不是文本"),
+        help=help_text("help_patch_json"),
     )
 
 

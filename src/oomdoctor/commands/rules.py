@@ -18,18 +18,14 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "action",
         choices=["check"],
-        help=help_text("check: validate every rule file", "check:校验每个规则文件"),
+        help=help_text("help_rules_action"),
     )
     parser.add_argument(
         "--dir",
         metavar="DIR",
-        help=help_text(
-            "the folder of rule files (default: the bundled rules)", "规则文件所在目录(默认:内置规则)"
-        ),
+        help=help_text("help_rules_dir"),
     )
-    parser.add_argument(
-        "--json", action="store_true", help=help_text("print one JSON object", "输出一个 JSON 对象")
-    )
+    parser.add_argument("--json", action="store_true", help=help_text("help_rules_json"))
 
 
 def run(args: argparse.Namespace) -> int:

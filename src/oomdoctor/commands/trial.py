@@ -33,61 +33,50 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         required=True,
-        help=help_text("the LLaMA-Factory YAML to try", "要试跑的 LLaMA-Factory 配置 YAML"),
+        help=help_text("help_trial_config"),
     )
     parser.add_argument(
         "--steps",
         type=int_in(1, MAX_STEPS),
         default=None,
-        help=help_text(
-            "update steps to run (default 50; with --probe 1)", "试跑的更新步数(默认 50;使用 --probe 时为 1)"
-        ),
+        help=help_text("help_trial_steps"),
     )
     parser.add_argument(
         "--probe",
         action="store_true",
-        help=help_text(
-            "probe: the longest training and validation samples first (a derived dataset in the trial folder), "
-            "then stop once load, the longest batch, the first update, one validation and one save have passed",
-            "探测:把最长的训练和验证样本放在最前(在试跑目录中生成派生数据集),通过加载、最长批次、第一次更新、"
-            "一次验证和一次保存后即停止",
-        ),
+        help=help_text("help_trial_probe"),
     )
     parser.add_argument(
         "--out",
         required=True,
-        help=help_text("new trial folder (must not exist)", "新的试跑目录(不能已存在)"),
+        help=help_text("help_trial_out"),
     )
     parser.add_argument(
         "--timeout",
         type=number_in(0, MAX_TIMEOUT_S, low_open=True),
         default=600.0,
-        help=help_text("time limit in seconds (default 600)", "时间上限,单位秒(默认 600)"),
+        help=help_text("help_trial_timeout"),
     )
     parser.add_argument(
         "--launcher",
         default="llamafactory-cli train",
-        help=help_text(
-            'how to start training; VAR=value words become environment, e.g. "FORCE_TORCHRUN=1 llamafactory-cli '
-            'train"',
-            '启动训练的命令;其中 VAR=value 形式的词作为环境变量,如 "FORCE_TORCHRUN=1 llamafactory-cli train"',
-        ),
+        help=help_text("help_trial_launcher"),
     )
     parser.add_argument(
         "--interval",
         type=number_in(MIN_INTERVAL_S, MAX_INTERVAL_S),
         default=0.2,
-        help=help_text("sampling interval in seconds", "显存采样间隔,单位秒"),
+        help=help_text("help_trial_interval"),
     )
     parser.add_argument(
         "--show-log",
         action="store_true",
-        help=help_text("echo the training output", "同时输出训练日志"),
+        help=help_text("help_trial_show_log"),
     )
     parser.add_argument(
         "--json",
         action="store_true",
-        help=help_text("print result.json at the end", "结束时输出 result.json 的内容"),
+        help=help_text("help_trial_json"),
     )
 
 

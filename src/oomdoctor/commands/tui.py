@@ -10,23 +10,17 @@ from typing import Any
 from oomdoctor import inputs
 from oomdoctor.commands._inputs import add_known_facts, gather_kwargs, int_in
 from oomdoctor.errors import EXIT_OK, BadInput, one_line
-from oomdoctor.i18n import help_text, msg
+from oomdoctor.i18n import both, help_text, msg
 
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
-        help=help_text(
-            "LLaMA-Factory training YAML (default: the newest run found here)",
-            "LLaMA-Factory 训练配置 YAML(默认取当前目录下最近一次训练)",
-        ),
+        help=help_text("help_tui_config"),
     )
     parser.add_argument(
         "--log",
-        help=help_text(
-            "training log: console capture, nohup.out, running_log.txt, trainer_log.jsonl",
-            "训练日志:终端输出、nohup.out、running_log.txt 或 trainer_log.jsonl",
-        ),
+        help=help_text("help_tui_log"),
     )
     add_known_facts(parser)
     add_trial_steps(parser)
@@ -37,10 +31,7 @@ def add_trial_steps(parser: argparse.ArgumentParser) -> None:
         "--trial-steps",
         type=int_in(1, 1_000_000),
         default=None,
-        help=help_text(
-            "optimizer steps of a short trial (default 50, as oomdoctor trial)",
-            "试跑的优化步数(默认 50,与 oomdoctor trial 相同)",
-        ),
+        help=help_text("help_tui_trial_steps"),
     )
 
 
@@ -54,23 +45,23 @@ def run_app(args: argparse.Namespace, **build: Any) -> int:
     return int(result) if result is not None else EXIT_OK
 
 
-def check_file(path: str | None, what: str, what_zh: str) -> Path | None:
+def check_file(path: str | None, what: str, label: str) -> Path | None:
     """A one-line error before the screen opens, rather than a dialog after: the path must be a regular
-    file (never a FIFO the app would block on)."""
+    file (never a FIFO the app would block on). ``label``: the catalogue key of its name in the error."""
     if path is None:
         return None
     p = Path(path)
     if not os.path.lexists(p):
-        raise BadInput(msg("file_missing", None, what=what, what_zh=what_zh, path=one_line(path)))
+        raise BadInput(msg("file_missing", None, what=both(label), path=one_line(path)))
     inputs.stat_regular(p, what=what)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    config = check_file(getattr(args, "config", None), "config", "配置")
+    config = check_file(getattr(args, "config", None), "config", "what_run_config")
     if config is not None:
         from oomdoctor.facts.config import read_config
 
         read_config(config)  # a config the app could not read is refused here, in one line
-    log = check_file(getattr(args, "log", None), "log", "日志")
+    log = check_file(getattr(args, "log", None), "log", "what_log")
     return run_app(args, config=config, log=log, known=gather_kwargs(args))

@@ -32,41 +32,32 @@ MIB = 1024 * 1024
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
-        help=help_text("the running training's config: watch that run", "正在运行的训练配置:监视该训练"),
+        help=help_text("help_watch_config"),
     )
     parser.add_argument(
         "--log",
-        help=help_text(
-            "its console log or output folder (default: output_dir)",
-            "它的控制台日志或输出目录(默认 output_dir)",
-        ),
+        help=help_text("help_watch_log"),
     )
     parser.add_argument(
         "--lengths",
-        help=help_text(
-            "real sample lengths (oomdoctor lengths --json)", "真实样本长度(oomdoctor lengths --json 的输出)"
-        ),
+        help=help_text("help_watch_lengths"),
     )
     parser.add_argument(
         "--pid",
         type=int_in(1, 2**22),
-        help=help_text(
-            "the training's process id (default: found by its command line)", "训练的进程号(默认按命令行查找)"
-        ),
+        help=help_text("help_watch_pid"),
     )
     parser.add_argument(
         "--interval",
         type=number_in(0.05, 3600.0),
         default=1.0,
-        help=help_text("seconds between frames (default 1)", "刷新间隔,单位秒(默认 1)"),
+        help=help_text("help_watch_interval"),
     )
-    parser.add_argument(
-        "--once", action="store_true", help=help_text("print one frame and exit", "只输出一帧后退出")
-    )
+    parser.add_argument("--once", action="store_true", help=help_text("help_watch_once"))
     parser.add_argument(
         "--json",
         action="store_true",
-        help=help_text("one JSON object per frame", "每帧输出一个 JSON 对象"),
+        help=help_text("help_watch_json"),
     )
 
 

@@ -21,10 +21,12 @@ from oomdoctor import inputs, usercache
 from oomdoctor.datafiles import load_data_mapping
 from oomdoctor.errors import BadInput, one_line
 from oomdoctor.facts.types import ConfigFacts
-from oomdoctor.i18n import msg
+from oomdoctor.i18n import both, msg
 
 if TYPE_CHECKING:
     import yaml
+
+    from oomdoctor.text import Text
 
 _KNOWLEDGE_FILE = Path(__file__).with_name("lf_defaults.yaml")
 _CONFIG_KIND = "config-v1"
@@ -125,7 +127,7 @@ class _Coerce:
     def value(self, key: str) -> Any:
         return self.raw[key] if self.given(key) else self.defaults.get(key)
 
-    def _bad(self, key: str, expected: str, expected_zh: str) -> BadInput:
+    def _bad(self, key: str, expected: Text) -> BadInput:
         return BadInput(
             msg(
                 "config_bad_value",
@@ -134,7 +136,6 @@ class _Coerce:
                 field=one_line(key),
                 value=inputs.Shown(self.raw.get(key)),
                 expected=expected,
-                expected_zh=expected_zh,
             )
         )
 
@@ -146,7 +147,7 @@ class _Coerce:
         try:
             return inputs.as_int(v, path=self.path, key=key, low=-high, high=high)
         except BadInput:
-            raise self._bad(key, "an integer", "整数") from None
+            raise self._bad(key, both("expect_integer")) from None
 
     def number(self, key: str) -> float | None:
         """A finite number (an int, a float, or a string of one)."""
@@ -156,7 +157,7 @@ class _Coerce:
         try:
             return inputs.as_number(v, path=self.path, key=key)
         except BadInput:
-            raise self._bad(key, "a number", "数值") from None
+            raise self._bad(key, both("expect_number")) from None
 
     def steps(self, key: str) -> int | float | None:
         """logging/eval/save steps: an integer, or a float in [0, 1) meaning a ratio of the total steps."""
@@ -179,7 +180,7 @@ class _Coerce:
                 return True
             if word in self.false_words:
                 return False
-        raise self._bad(key, "true or false", "true 或 false")
+        raise self._bad(key, both("expect_bool"))
 
     def text(self, key: str) -> str | None:
         v = self.value(key)
@@ -188,7 +189,7 @@ class _Coerce:
         if isinstance(v, list | tuple):
             return ",".join(str(item).strip() for item in v)
         if isinstance(v, dict):
-            raise self._bad(key, "a string", "字符串")
+            raise self._bad(key, both("expect_string"))
         return str(v).strip()
 
     def names(self, key: str) -> list[str]:
@@ -502,8 +503,7 @@ def _check_samples_per_update(c: _Coerce, train_batch: int, accumulation: int) -
     if train_batch * accumulation > _MAX_SAMPLES_PER_UPDATE:
         raise c._bad(
             "gradient_accumulation_steps",
-            f"at most {_MAX_SAMPLES_PER_UPDATE:,} samples per update with per_device_train_batch_size {train_batch:,}",
-            f"与 per_device_train_batch_size {train_batch:,} 相乘不超过 {_MAX_SAMPLES_PER_UPDATE:,}",
+            both("expect_samples_per_update", most=f"{_MAX_SAMPLES_PER_UPDATE:,}", batch=f"{train_batch:,}"),
         )
 
 
@@ -511,7 +511,7 @@ def _positive(c: _Coerce, key: str) -> int:
     high = _POSITIVE_MAX.get(key, inputs.MAX_INT)
     value = c.integer(key, high=high)
     if value is None or not 1 <= value <= high:
-        raise c._bad(key, f"a whole number from 1 to {high:,}", f"1 到 {high:,} 之间的整数")
+        raise c._bad(key, both("expect_whole_range", high=f"{high:,}"))
     return value
 
 

@@ -318,7 +318,7 @@ def read_lengths_file(path: str | Path) -> DataFacts:
     p = Path(path)
     shown = one_line(p)
     if not p.exists():
-        raise BadInput(msg("file_missing", None, what="lengths file", what_zh="长度文件", path=shown))
+        raise BadInput(msg("file_missing", None, what=inputs.what_label("lengths file"), path=shown))
     try:
         raw = inputs.read_json(p, what="lengths file", max_bytes=inputs.MAX_BYTES["lengths"])
         if not isinstance(raw, dict) or raw.get("max_tokens") is None:

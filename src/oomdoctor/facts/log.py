@@ -30,7 +30,7 @@ from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary
 from oomdoctor.facts.log_window import DEFAULT_SIZES, WindowSizes
 from oomdoctor.facts.ranks import rank_report
 from oomdoctor.facts.types import LogFacts, OtherProcess
-from oomdoctor.i18n import msg
+from oomdoctor.i18n import both, msg
 from oomdoctor.lazyre import lazy
 
 DEFAULT_TAIL_BYTES = 16 * 1024**2  # hours of progress lines; bounds the reader's memory and time
@@ -54,7 +54,7 @@ def read_log(path: str | os.PathLike[str], *, tail_bytes: int | None = DEFAULT_T
 
 def _read_path(p: Path, tail_bytes: int | None) -> LogFacts:
     if not p.exists():
-        raise BadInput(msg("file_missing", None, what="log", what_zh="日志", path=p))
+        raise BadInput(msg("file_missing", None, what=both("what_log"), path=p))
     if p.is_dir():
         return _read_output_dir(p, tail_bytes)
     if not p.is_file():

@@ -387,7 +387,7 @@ def _in_effect(facts: Facts) -> list[Finding]:
     if not items:
         return []
     return per_language(
-        "in_effect", lambda lang: {"items": ("、" if lang == "zh" else ", ").join(i[lang] for i in items)}
+        "in_effect", lambda lang: {"items": msg("list_sep", lang).join(i[lang] for i in items)}
     )
 
 

@@ -330,14 +330,26 @@ class TrialRow:
         return None if self.peak_mib is None else self.peak_mib / 1024
 
 
+@dataclass(frozen=True)
+class ComparisonWarning:
+    """One warning under the comparison table: its kind (``many_changes``, ``unknown_data``,
+    ``not_comparable``: the last makes the trials not comparable) and its text."""
+
+    kind: str
+    text: Text
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, **self.text.as_dict()}
+
+
 @dataclass
 class Comparison:
     rows: list[TrialRow]
-    warnings: list[dict[str, str]] = field(default_factory=list)  # a text with its kind
+    warnings: list[ComparisonWarning] = field(default_factory=list)
 
     @property
     def comparable(self) -> bool:
-        return not any(w.get("kind") == "not_comparable" for w in self.warnings)
+        return not any(w.kind == "not_comparable" for w in self.warnings)
 
     def to_json(self) -> dict[str, Any]:
         trials = []
@@ -348,7 +360,8 @@ class Comparison:
                 both("cmp_delta", **_delta_fields(row)).as_dict() if row.delta_peak_mib is not None else None
             )
             trials.append(item)
-        return {"trials": trials, "comparable": self.comparable, "warnings": self.warnings}
+        warnings = [w.to_json() for w in self.warnings]
+        return {"trials": trials, "comparable": self.comparable, "warnings": warnings}
 
     def render(self, lang: Lang) -> str:
         headers = [msg(k, lang) for k in ("cmp_h_trial", "cmp_h_peak_mib", "cmp_h_peak_gib", "cmp_h_wall",
@@ -378,7 +391,7 @@ class Comparison:
         lines += _milestone_table(self.rows, lang)
         if self.warnings:
             lines += ["", msg("cmp_warnings", lang)]
-            lines += [f"  ! {pick(w, lang)}" for w in self.warnings]
+            lines += [f"  ! {w.text.pick(lang)}" for w in self.warnings]
         return "\n".join(lines)
 
 
@@ -641,7 +654,7 @@ def compare_trials(dirs: list[Path] | list[str]) -> Comparison:
     for row, name in zip(rows, distinct_names([Path(d) for d in dirs]), strict=True):
         row.name = name
     first, first_config = loaded[0]
-    warnings: list[dict[str, str]] = []
+    warnings: list[ComparisonWarning] = []
     for row, config in loaded[1:]:
         if first.peak_mib is not None and row.peak_mib is not None:
             row.delta_peak_mib = round(row.peak_mib - first.peak_mib, 1)
@@ -651,33 +664,23 @@ def compare_trials(dirs: list[Path] | list[str]) -> Comparison:
             review = review_mappings(first_config, config, old=first.name, new=row.name, ignore=TRIAL_KEYS)
             row.config_changes = review.changes
             if len(review.things_changed) > 1:
-                warnings.append(
-                    {
-                        "kind": "many_changes",
-                        **both(
-                            "cmp_trial_many_changes",
-                            trial=row.name,
-                            first=first.name,
-                            fields=", ".join(review.things_changed),
-                        ),
-                    }  # fmt: skip
-                )
+                fields = ", ".join(review.things_changed)
+                text = both("cmp_trial_many_changes", trial=row.name, first=first.name, fields=fields)
+                warnings.append(ComparisonWarning("many_changes", text))
         for key, message in _COMPARABILITY:
             a, b = first.facts.get(key), row.facts.get(key)
             if key == "dataset_fingerprint" and "unknown" in (a, b):
                 if a != b or a == "unknown":
-                    warnings.append({"kind": "unknown_data", **both("cmp_unknown_data", trial=row.name)})
+                    warnings.append(
+                        ComparisonWarning("unknown_data", both("cmp_unknown_data", trial=row.name))
+                    )
                 continue
             if a != b:
                 changed = {c.field for c in row.config_changes}
                 if key == "precision" and changed & {"fp16", "bf16", "pure_bf16"}:
                     continue  # precision is the change under test
-                warnings.append(
-                    {
-                        "kind": "not_comparable",
-                        **both(message, trial=row.name, first=first.name, a=_value(a), b=_value(b)),
-                    }  # fmt: skip
-                )
+                text = both(message, trial=row.name, first=first.name, a=_value(a), b=_value(b))
+                warnings.append(ComparisonWarning("not_comparable", text))
     return Comparison(rows=rows, warnings=warnings)
 
 

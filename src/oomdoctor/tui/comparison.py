@@ -223,7 +223,7 @@ class ComparisonView:
             parts.append(Text(t("cmp_baseline_note", lang), style="dim"))
         if comparison is not None and comparison.warnings:
             parts.append(Text(msg("cmp_warnings", lang), style="bold yellow"))
-            parts += [Text(f"  ! {pick(w, lang)}") for w in comparison.warnings]
+            parts += [Text(f"  ! {w.text.pick(lang)}") for w in comparison.warnings]
         return parts
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
