@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from textual_plotext import PlotextPlot
 
-MARK_NAMES = ("update", "eval", "save")  # what the memory chart marks, in the order they come
+MARK_NAMES = (
+    "longest_batch",
+    "update",
+    "eval",
+    "save",
+)  # what the memory chart marks, in the order they come
 # plotext colour names, and the rich styles of the legend beside the chart that explains them
 LINE_COLOURS = {"gpu": "green", "limit": "red", "estimate": "yellow", "peak": "cyan", "mark": "magenta"}
 

@@ -45,6 +45,7 @@ from oomdoctor.tui.widgets import (
     QuestionPanel,
     RunHeader,
     ShellCommand,
+    findings_not_repeated,
     findings_renderable,
 )
 
@@ -348,8 +349,7 @@ class MainScreen(DoctorScreen):
         session = self.doctor.session
         proposal = session.current_proposal
         if proposal is not None:
-            findings = session.diagnosis.findings if session.diagnosis is not None else []
-            self.app.push_screen(ExplainScreen(proposal, findings))
+            self.app.push_screen(ExplainScreen(proposal, findings_not_repeated(session)))
 
     def action_copy_command(self) -> None:
         patch = self.doctor.session.patch

@@ -270,6 +270,41 @@ TRIAL_HISTORY_SAMPLES = 600  # what the charts can show: 2 minutes at 200 ms
 TRIAL_LOG_LINES = 2000
 
 
+# A probe's milestone (result.json ``milestones``) -> the chart mark it draws
+MILESTONE_MARKS = {
+    "longest_batch": "longest_batch",
+    "optimizer_step": "update",
+    "eval": "eval",
+    "save": "save",
+}
+
+
+def probe_milestones(folder: Path) -> dict[str, dict[str, Any]]:
+    """The milestones a probe passed (``result.json``), keyed by mark name, each with its ``time_s``
+    (the sampler's clock), ``step`` and ``peak_mib``; empty for a plain trial or an unreadable result."""
+    from oomdoctor.errors import BadInput
+    from oomdoctor.inputs import read_json_object
+    from oomdoctor.trial.folder import TrialFolder
+
+    try:
+        record = read_json_object(TrialFolder.at(folder).result, what="trial result")
+    except (BadInput, OSError):
+        return {}
+    items = record.get("milestones")
+    marks: dict[str, dict[str, Any]] = {}
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict) or item.get("passed") is not True:
+            continue
+        name, time_s = MILESTONE_MARKS.get(str(item.get("name"))), item.get("time_s")
+        if name is not None and isinstance(time_s, int | float) and not isinstance(time_s, bool):
+            marks[name] = {
+                "time_s": float(time_s),
+                "step": item.get("step"),
+                "peak_mib": item.get("peak_mib"),
+            }
+    return marks
+
+
 def line_context(line: str) -> str | None:
     """``eval`` / ``save`` / ``train`` / ``load`` when a log line marks that phase starting (the log
     reader's markers, ``facts/log_markers.yaml``), else None."""
@@ -312,6 +347,7 @@ class TrialFeed:
         # Where the first update, the first validation and the first save happened (sampler seconds), and
         # the phase the log says is running now: the chart marks them.
         self.marks: dict[str, float] = {}
+        self.milestones: dict[str, dict[str, Any]] = {}  # a probe's passed milestones, by mark name
         self.phase: str | None = None
         self.all_lines: deque[str] = deque(maxlen=TRIAL_LOG_LINES)  # the whole tail, to unfold the log
 
@@ -359,9 +395,14 @@ class TrialFeed:
             return list(self.samples)
 
     def finish(self, result: Any, comparison: Any, *, error: str | None = None) -> None:
+        folder = getattr(result, "folder", None) or self.out_dir
+        milestones = probe_milestones(Path(folder)) if result is not None else {}
         with self._lock:
             self.done = True
             self.result, self.comparison, self.error = result, comparison, error
+            if milestones:  # the probe timed each milestone itself: its marks replace the log's guesses
+                self.milestones = milestones
+                self.marks = {name: float(m["time_s"]) for name, m in milestones.items()}
 
     @property
     def outcome(self) -> str | None:

@@ -189,15 +189,27 @@ class TrialScreen(DoctorScreen):
         if feed.entry.estimate_mib and not host:
             text.append("━ " + t("trial_estimate", lang, estimate=fmt_gib(feed.entry.estimate_mib)) + "\n",
                         style=LINE_COLOURS["estimate"])  # fmt: skip
-        marks = [
-            f"{t(f'chart_{name}', lang)} {units.number(feed.marks[name], 1)}"
-            for name in MARK_NAMES
-            if name in feed.marks
-        ]
-        if marks:
+        marks = [self._mark_label(name) for name in MARK_NAMES if name in feed.marks]
+        if marks and feed.milestones:  # a probe's marks say more: one a line
+            text.append("".join(f"┃ {mark}\n" for mark in marks), style=LINE_COLOURS["mark"])
+        elif marks:
             text.append("┃ " + ", ".join(marks) + " " + t("chart_x", lang) + "\n", style=LINE_COLOURS["mark"])
         text.rstrip()
         return text
+
+    def _mark_label(self, name: str) -> str:
+        """``validation 12.3``; with a probe's milestone ``validation 12.3 s (step 2, peak 9.57 GiB)``."""
+        lang, feed = self.lang, self.feed
+        label = f"{t(f'chart_{name}', lang)} {units.number(feed.marks[name], 1)}"
+        milestone = feed.milestones.get(name)
+        if milestone is None:
+            return label
+        label += " " + t("chart_x", lang)
+        step = milestone.get("step")
+        peak = milestone.get("peak_mib")
+        detail = t("chart_milestone", lang, step=step if isinstance(step, int) else t("value_na", lang),
+                   peak=fmt_gib(peak) if isinstance(peak, int | float) else t("value_na", lang))  # fmt: skip
+        return f"{label} ({detail})"
 
     def _draw_log(self) -> None:
         """The log folded to its last lines (o unfolds it), a progress bar redrawn in place shown once."""

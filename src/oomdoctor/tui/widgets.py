@@ -13,7 +13,7 @@ from rich.measure import Measurement
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
@@ -23,6 +23,7 @@ from textual.widgets import Button, Static
 from oomdoctor.discover import display_path
 from oomdoctor.i18n import Lang, pick
 from oomdoctor.report import units
+from oomdoctor.tui import messages
 from oomdoctor.tui.render import (
     change_summary,
     diff_lines,
@@ -71,6 +72,17 @@ class OomBanner(Static):
         self.update(oom_summary(session.diagnosis, session.facts, lang, short=True))
 
 
+def findings_not_repeated(session: Session) -> list[Finding]:
+    """The diagnosis' findings less those a proposal already shows as "already on" (a guard that held
+    is both a finding and the proposal's reason, word for word): the proposal view keeps it, where it
+    says what it means for the change."""
+    diagnosis = session.diagnosis
+    if diagnosis is None:
+        return []
+    shown = [item for proposal in session.proposals for item in proposal.already_on]  # dicts: a list
+    return [finding for finding in diagnosis.findings if finding.text not in shown]
+
+
 def findings_renderable(findings: Iterable[Finding], lang: Lang) -> RenderableType:
     text = Text()
     for finding in findings:
@@ -99,7 +111,7 @@ class FactsView(VerticalScroll):
         for label, value in facts_rows(session.facts, session.diagnosis, lang, gpu_reason=gpu_reason):
             table.add_row(label, value)
         self.query_one("#facts-table", Static).update(table)
-        findings = session.diagnosis.findings if session.diagnosis is not None else []
+        findings = findings_not_repeated(session)
         if findings:
             body = Group(_heading(t("facts_findings", lang)), findings_renderable(findings, lang))
             self.query_one("#facts-findings", Static).update(body)
@@ -172,6 +184,19 @@ class QuestionPanel(Vertical):
             self.choose(int(button_id.removeprefix("answer-")))
 
 
+class AlternativeLine(Static):
+    """One alternative under a proposal: a click shows it, the same request as the n / N keys."""
+
+    def __init__(self, label: Text, *, number: int, step: int) -> None:
+        super().__init__(label, classes=f"alternative alternative-{number}")
+        self.step = step
+
+    def on_click(self, event: events.Click) -> None:
+        event.stop()
+        if self.step:
+            self.post_message(messages.ProposalStepped(self.step))
+
+
 class ProposalView(VerticalScroll):
     """One proposal: the diff, why it targets that memory, the cost, the judge sentence, what is already
     on, the estimated effect, and the alternatives; after Apply, the folder and the exact command."""
@@ -181,6 +206,24 @@ class ProposalView(VerticalScroll):
         yield Static(id="proposal-applied")
         yield Static(id="proposal-command")
         yield Static(id="proposal-body")
+        yield Vertical(id="proposal-alternatives")
+
+    def _show_alternatives(self, session: Session, lang: Lang) -> None:
+        """The heading and one clickable line per alternative (n / N step through them by key)."""
+        box = self.query_one("#proposal-alternatives", Vertical)
+        box.remove_children()
+        proposals = session.proposals
+        if len(proposals) < 2:
+            return
+        lines: list[Widget] = [Static(_heading(t("proposal_alternatives", lang)))]
+        for i, other in enumerate(proposals):
+            chosen = i == session.proposal_index
+            label = Text(
+                f"{'▸ ' if chosen else '  '}{i + 1}. {pick(other.title, lang)}",
+                style="bold" if chosen else "",
+            )
+            lines.append(AlternativeLine(label, number=i + 1, step=i - session.proposal_index))
+        box.mount_all(lines)
 
     def show(self, session: Session, lang: Lang) -> None:
         body = self.query_one("#proposal-body", Static)
@@ -189,6 +232,7 @@ class ProposalView(VerticalScroll):
         proposals = session.proposals
         proposal = session.current_proposal
         if proposal is None:
+            self.query_one("#proposal-alternatives", Vertical).remove_children()
             body.update("" if session.diagnosis is None else t("proposal_none", lang))
             applied.update("")
             applied.display = False
@@ -236,16 +280,8 @@ class ProposalView(VerticalScroll):
         if proposal.requires:
             parts.append(_heading(t("proposal_requires", lang)))
             parts.append(Text("".join(f"• {pick(item, lang)}\n" for item in proposal.requires)))
-        if len(proposals) > 1:
-            parts.append(_heading(t("proposal_alternatives", lang)))
-            alt = Text()
-            for i, other in enumerate(proposals):
-                marker = "▸ " if i == session.proposal_index else "  "
-                alt.append(
-                    f"{marker}{i + 1}. {pick(other.title, lang)}\n", style="bold" if marker != "  " else ""
-                )
-            parts.append(alt)
         body.update(Group(*parts))
+        self._show_alternatives(session, lang)
         if session.patch is not None and session.patch_rule == proposal.rule:
             applied.update(
                 Group(
