@@ -13,6 +13,7 @@ import pytest
 
 from functional.tui_helpers import (
     ScriptedTrial,
+    apply_first_proposal,
     fixed_clock,
     make_diagnosis,
     make_facts,
@@ -28,18 +29,6 @@ from oomdoctor.tui.widgets import ShellCommand
 def _app(user_dir: Path, gpu_source: Any, lang: str = "en", **kwargs: Any) -> Any:
     return build_app(lang=lang, gpu_source=gpu_source, trial_launcher=kwargs.pop("launcher", ScriptedTrial()),
                      clock=fixed_clock, cwd=user_dir, scan_at_start=False, **kwargs)  # fmt: skip
-
-
-async def _applied(app: Any, pilot: Any, user_dir: Path, gpu_source: Any) -> None:
-    config = user_dir / "configs/qwen3_lora.yaml"
-    await show_diagnosis(
-        app, pilot, make_facts(config, gpu_source), make_diagnosis(), config, user_dir / "qwen3_lora.log"
-    )
-    await pilot.press("a")
-    await pilot.pause()
-    await pilot.press("enter")
-    await app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 def test_command_sh_runs_the_command_from_any_folder(user_dir: Path, tmp_path: Path) -> None:
@@ -87,7 +76,7 @@ async def test_command_dialog_shows_how_to_copy_and_closes_with_b(
 ) -> None:
     app = _app(user_dir, gpu_source, lang)
     async with app.run_test(size=size) as pilot:
-        await _applied(app, pilot, user_dir, gpu_source)
+        await apply_first_proposal(app, pilot, user_dir, gpu_source)
         await pilot.press("c")
         await pilot.pause()
         assert isinstance(app.screen, CommandScreen)
@@ -106,7 +95,7 @@ async def test_every_dialog_and_back_works_without_esc(user_dir: Path, gpu_sourc
     and the footer shows that key."""
     app = _app(user_dir, gpu_source, launcher=ScriptedTrial(outcome="ok"))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _applied(app, pilot, user_dir, gpu_source)
+        await apply_first_proposal(app, pilot, user_dir, gpu_source)
         await pilot.press("e")
         await pilot.pause()
         assert isinstance(app.screen, ExplainScreen) and "b Close" in screen_text(app)

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
-from functional.test_trial_flow import _apply_and_start_trial
 from functional.tui_helpers import (
     ScriptedTrial,
+    apply_and_start_trial,
     fixed_clock,
     make_diagnosis,
     make_facts,
@@ -129,7 +129,7 @@ async def test_the_chart_marks_come_from_the_probe_milestones(
     app = build_app(lang=lang, gpu_source=gpu_source, trial_launcher=ProbeTrial(outcome="ok"), clock=fixed_clock,
                     cwd=user_dir, scan_at_start=False, trial_steps=3)  # fmt: skip
     async with app.run_test(size=(120, 40)) as pilot:
-        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        await apply_and_start_trial(app, pilot, user_dir, gpu_source)
         await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.pause()

@@ -10,11 +10,9 @@ from typing import Any
 
 from functional.tui_helpers import (
     ScriptedTrial,
+    apply_and_start_trial,
     fixed_clock,
-    make_diagnosis,
-    make_facts,
     screen_text,
-    show_diagnosis,
 )
 from oomdoctor.tui.app import OomDoctorApp
 from oomdoctor.tui.factory import build_app
@@ -28,27 +26,13 @@ def _unique(messages: Any) -> list[Any]:
     return list({id(m): m for m in messages}.values())
 
 
-async def _apply_and_start_trial(app: OomDoctorApp, pilot: Any, user_dir: Path, gpu_source: Any) -> None:
-    config = user_dir / "configs/qwen3_lora.yaml"
-    await show_diagnosis(
-        app, pilot, make_facts(config, gpu_source), make_diagnosis(), config, user_dir / "qwen3_lora.log"
-    )
-    await pilot.press("a")
-    await pilot.pause()
-    await pilot.press("enter")
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.press("t", "enter")
-    await pilot.pause()
-
-
 async def test_trial_shows_live_memory_then_result_and_goes_back(user_dir: Path, gpu_source: Any) -> None:
     launcher = ScriptedTrial(outcome="oom")
     app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
                     scan_at_start=False, trial_steps=5)  # fmt: skip
     messages: list[Any] = []
     async with app.run_test(size=(80, 24), message_hook=messages.append) as pilot:
-        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        await apply_and_start_trial(app, pilot, user_dir, gpu_source)
         assert isinstance(app.screen, TrialScreen)
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -84,7 +68,7 @@ async def test_samples_are_coalesced_not_queued(user_dir: Path, gpu_source: Any)
     app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
                     scan_at_start=False)  # fmt: skip
     async with app.run_test(size=(80, 24)) as pilot:
-        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        await apply_and_start_trial(app, pilot, user_dir, gpu_source)
         assert launcher.started.wait(10)
         await pilot.pause()
         await pilot.pause()
@@ -118,7 +102,7 @@ async def test_failed_trial_goes_back_to_proposals_and_the_next_change_compares(
                     scan_at_start=False)  # fmt: skip
     messages: list[Any] = []
     async with app.run_test(size=(80, 24), message_hook=messages.append) as pilot:
-        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        await apply_and_start_trial(app, pilot, user_dir, gpu_source)
         await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.press("d")
@@ -165,7 +149,7 @@ async def test_real_trial_runner_with_a_stand_in_for_llamafactory(user_dir: Path
     app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
                     scan_at_start=False, trial_steps=3)  # fmt: skip
     async with app.run_test(size=(80, 24)) as pilot:
-        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        await apply_and_start_trial(app, pilot, user_dir, gpu_source)
         await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.pause()
@@ -187,7 +171,7 @@ async def test_quit_during_a_trial_stops_only_that_trial(user_dir: Path, gpu_sou
     app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
                     scan_at_start=False)  # fmt: skip
     async with app.run_test(size=(80, 24)) as pilot:
-        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        await apply_and_start_trial(app, pilot, user_dir, gpu_source)
         assert launcher.started.wait(10)
         stop = app.trial_stop
         assert stop is not None and not stop.is_set()
@@ -217,7 +201,7 @@ async def test_real_trial_live_steps_move_against_the_card_and_stop_ends_it(
     app = build_app(lang="en", gpu_source=source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
                     scan_at_start=False, trial_steps=200)  # fmt: skip
     async with app.run_test(size=(80, 24)) as pilot:
-        await _apply_and_start_trial(app, pilot, user_dir, source)
+        await apply_and_start_trial(app, pilot, user_dir, source)
         screen = app.screen
         assert isinstance(screen, TrialScreen)
         steps_seen: set[str] = set()
@@ -263,7 +247,7 @@ async def test_charts_stay_after_the_trial_with_its_phases_marked_and_the_log_fo
     app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock, cwd=user_dir,
                     scan_at_start=False, trial_steps=3)  # fmt: skip
     async with app.run_test(size=(80, 24)) as pilot:
-        await _apply_and_start_trial(app, pilot, user_dir, gpu_source)
+        await apply_and_start_trial(app, pilot, user_dir, gpu_source)
         await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.pause()

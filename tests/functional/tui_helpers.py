@@ -265,6 +265,27 @@ async def show_diagnosis(
     await pilot.pause()
 
 
+async def apply_first_proposal(app: Any, pilot: Any, user_dir: Path, gpu_source: Any) -> None:
+    """The course run on screen with its hand-built diagnosis, its proposal applied (a, then Enter on the
+    folder dialog) and the patch written."""
+    config = user_dir / "configs/qwen3_lora.yaml"
+    await show_diagnosis(
+        app, pilot, make_facts(config, gpu_source), make_diagnosis(), config, user_dir / "qwen3_lora.log"
+    )
+    await pilot.press("a")
+    await pilot.pause()
+    await pilot.press("enter")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def apply_and_start_trial(app: Any, pilot: Any, user_dir: Path, gpu_source: Any) -> None:
+    """``apply_first_proposal``, then the short trial of the new config started (t, Enter)."""
+    await apply_first_proposal(app, pilot, user_dir, gpu_source)
+    await pilot.press("t", "enter")
+    await pilot.pause()
+
+
 class ScriptedTrial:
     """A trial launcher with ``run_trial``'s signature: it writes the trial folder (config.yaml, train.log,
     gpu-samples.csv, result.json) and reports fixed samples, lines and progress, then waits for ``stop``

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from oomdoctor.facts.log import read_log
-from oomdoctor.facts.types import LogFacts
+from oomdoctor.facts.types import PHASES, LogFacts
 
 CASES_DIR = Path(__file__).resolve().parents[1] / "cases" / "logs"
 EXPECTED: dict[str, dict[str, Any]] = yaml.safe_load(
@@ -36,16 +36,7 @@ def test_the_cases_cover_every_oom_kind_and_phase() -> None:
         "deepspeed",
         "bnb",
     } <= kinds
-    assert {
-        "load",
-        "first_batch",
-        "long_sample",
-        "eval",
-        "save",
-        "optimizer_step",
-        "unknown",
-        "none",
-    } <= phases
+    assert set(PHASES) <= phases
 
 
 def _actual(facts: LogFacts, key: str) -> Any:
