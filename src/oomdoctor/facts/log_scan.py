@@ -889,7 +889,7 @@ class LogScanner:
         if tb is None or not (tb.has_frames or tb.header):
             return
         # IPython named the class on the header line: an OOM said at the top, cut before the bottom
-        form = self._oom_form(tb.names) if tb.names and self.t.oom_hint.search(tb.names) else None
+        form = self._oom_form(tb.names) if tb.names else None
         run.failure = Failure(
             kind=form.kind if form is not None else None,
             ran_out_of=form.ran_out_of if form is not None else None,

@@ -128,12 +128,13 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     if stop is not None and stop.where == "load" and log_failed(facts):
         return "load", "log_stop"  # confirmed an OOM by an answer: the log stops before the first step
     config = facts.config
-    if log is None and _weights_exceed_card(facts):
+    over = _weights_against_card(facts) if log is None else None  # with no log: do the weights fit the card?
+    if over is not None and over > 0:
         return "load", "weights_size"  # no log: the weights alone do not fit, so it stops while loading
     if (
         config is not None
         and evaluation_only(config)
-        and (_weights_fit_card(facts) if log is None else log_failed(facts))
+        and ((over is not None and over < 0) if log is None else log_failed(facts))
         and not _card_held_by_others(facts)
     ):
         # nothing but evaluation runs after the weights load; with no log that holds only where the weights fit
@@ -144,18 +145,12 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     return "unknown", "none"
 
 
-def _weights_fit_card(facts: Facts) -> bool:
-    """The estimate's weights on each card are known and less than a card of known size."""
+def _weights_against_card(facts: Facts) -> float | None:
+    """The estimate's weights on each card (after quantisation and ZeRO-3 sharding) minus the card's size, where
+    both are known: negative when they fit, positive when they alone do not."""
     capacity, est = facts.derived.capacity_mib, facts.estimate
     weights = est.terms.get("weights") if est is not None else None
-    return bool(capacity and weights and weights < capacity)
-
-
-def _weights_exceed_card(facts: Facts) -> bool:
-    """The estimate's weights on each card (after quantisation and ZeRO-3 sharding) are more than the card."""
-    capacity, est = facts.derived.capacity_mib, facts.estimate
-    weights = est.terms.get("weights") if est is not None else None
-    return bool(capacity and weights and weights > capacity)
+    return weights - capacity if capacity and weights else None
 
 
 def evaluation_only(config: ConfigFacts) -> bool:
