@@ -10,6 +10,12 @@ Each case is diagnosed with everything its reporter gave (config fields + log), 
 Beside it: the numbers of the OOM message (``expected_numbers``; every one, whatever the line breaks of the
 excerpt) found by the log reader, and whether the first proposal is of the kind the thread's fix was
 (``fix_kinds``; a negative control must get no proposal). Totals are given per ``set`` and per repository.
+
+**After the answers.** The app asks when the files cannot tell, and the user answers. A case may carry the answers
+its reporter's own words give (``answers: {phase: eval, memory_kind: gpu}``, with ``answers_why``: where in the
+thread they say so), labelled from the thread like the rest. The case is then diagnosed again as a user would
+answer: only the questions the tool asked, only with what the thread says, a few rounds at most; that second
+verdict is scored the same way. A question the thread does not answer leaves the case asked.
 """
 
 from __future__ import annotations
@@ -63,9 +69,10 @@ def mib(text: str) -> float:
 # --- one case ------------------------------------------------------------------------------------------------
 
 
-def diagnosis_of(case: dict[str, Any]) -> Any:
+def diagnosis_of(case: dict[str, Any], answers: dict[str, str] | None = None) -> Any:
     """The diagnosis from the reporter's config fields and the excerpt as the log (none where the thread has
-    no log at all, ``no_log: true``; a negative control's log is read like any other)."""
+    no log at all, ``no_log: true``; a negative control's log is read like any other), with ``answers`` given
+    to the questions."""
     from oomdoctor.facts.log import parse_log_text
     from oomdoctor.facts.model import model_from_name
     from oomdoctor.rules.assemble import facts_of
@@ -75,7 +82,26 @@ def diagnosis_of(case: dict[str, Any]) -> Any:
     log = None if case.get("no_log") else parse_log_text(case["log_excerpt"])
     # the model's shape as `diagnose` reads it for a hub id it has no config.json of: the built-in table
     model = model_from_name(config.model_name_or_path) if config is not None else None
-    return diagnose(facts_of(config=config, log=log, model=model))
+    return diagnose(facts_of(config=config, log=log, model=model, answers=answers))
+
+
+# How many times a user is asked in a row before the scorer stops answering.
+ANSWER_ROUNDS = 3
+
+
+def answered_diagnosis(case: dict[str, Any], first: Any) -> tuple[Any, dict[str, str]]:
+    """The diagnosis once the questions it asks are answered from the thread (``case["answers"]``), and the
+    answers given. Only asked questions are answered; one the thread does not answer stays open."""
+    known = {str(k): str(v) for k, v in (case.get("answers") or {}).items()}
+    given: dict[str, str] = {}
+    diagnosis = first
+    for _ in range(ANSWER_ROUNDS):
+        new = {q.key: known[q.key] for q in diagnosis.questions if q.key in known and q.key not in given}
+        if not new:
+            break
+        given.update(new)
+        diagnosis = diagnosis_of(case, given)
+    return diagnosis, given
 
 
 def verdict(case: dict[str, Any], diagnosis: Any) -> str:
@@ -139,17 +165,25 @@ def score_row(case: dict[str, Any], default_set: str) -> dict[str, Any]:
     """One case diagnosed and scored: its verdict, numbers, fix kind and the table line that shows them."""
     diagnosis = diagnosis_of(case)
     mark = verdict(case, diagnosis)
+    after, given = answered_diagnosis(case, diagnosis)
+    after_mark = verdict(case, after) if given else mark
     got, of, missing = numbers_parsed(case)
     kind = fix_kind_ok(case, diagnosis)
     rule = diagnosis.proposal.rule if diagnosis.proposal else "-"
     label = f"{case['phase']}/{case['cause']}"
     tool = f"{diagnosis.phase}/{diagnosis.cause}" if diagnosis.oom else "no OOM"
-    line = f"{mark:7}  {case['id']:58}  {label:34}  {tool:30}  {got:>2}/{of:<2}    {'ok' if kind else '--':3}  {rule}"
+    then = f"{after_mark} ({','.join(f'{k}={v}' for k, v in given.items())})" if given else "-"
+    line = (
+        f"{mark:7}  {case['id']:58}  {label:34}  {tool:30}  {got:>2}/{of:<2}    {'ok' if kind else '--':3}  "
+        f"{rule:36}  {then}"
+    )
     return {
         "id": case["id"],
         "set": str(case.get("set", default_set)),
         "repo": case["source"]["repo"],
         "mark": mark,
+        "after": after_mark,
+        "answered": bool(given),
         "found": got,
         "stated": of,
         "fix_ok": kind,
@@ -172,6 +206,8 @@ def tally(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "total": len(rows),
         "numbers": (sum(r["found"] for r in rows), sum(r["stated"] for r in rows)),
         "fix_ok": sum(r["fix_ok"] for r in rows),
+        "after": Counter(r["after"] for r in rows),
+        "answered": sum(r["answered"] for r in rows),
     }
 
 
@@ -179,7 +215,9 @@ def summary(name: str, t: dict[str, Any]) -> str:
     found, stated = t["numbers"]
     return (
         f"{name}: right {t['right']}/{t['total']}, asked {t['asked']}, wrong {t['wrong']}; "
-        f"numbers parsed {found}/{stated}; first proposal of the thread's kind {t['fix_ok']}/{t['total']}"
+        f"numbers parsed {found}/{stated}; first proposal of the thread's kind {t['fix_ok']}/{t['total']}; "
+        f"after answering from the thread ({t['answered']} answered): right {t['after']['right']}, "
+        f"asked {t['after']['asked']}, wrong {t['after']['wrong']}"
     )
 
 
@@ -194,7 +232,10 @@ def target_met(t: dict[str, Any]) -> bool:
 
 
 def table_header() -> str:
-    return f"{'verdict':7}  {'case':58}  {'label phase/cause':34}  {'tool phase/cause':30}  numbers  fix  first rule"
+    return (
+        f"{'verdict':7}  {'case':58}  {'label phase/cause':34}  {'tool phase/cause':30}  numbers  fix  "
+        f"{'first rule':36}  after answers"
+    )
 
 
 def score_rows(cases: list[dict[str, Any]], default_set: str) -> list[dict[str, Any]]:
@@ -255,10 +296,28 @@ def case_problems(case: dict[str, Any], sets: set[str], default_set: str) -> lis
         <= {*NUMBER_FIELDS, "processes"},
     }
     problems += [f"{case.get('id')}: {what}" for what, ok in checks.items() if not ok]
+    problems += answer_problems(case)
     for key, text in (case.get("expected_numbers") or {}).items():
         for size in [s for _, s in text] if key == "processes" else [text]:
             if not _SIZE.match(str(size)):
                 problems.append(f"{case.get('id')}: {key} {size!r} is not a size")
+    return problems
+
+
+def answer_problems(case: dict[str, Any]) -> list[str]:
+    """The case's ``answers`` name questions the rules ask, with values they allow, and say where the thread
+    gives them (``answers_why``)."""
+    from oomdoctor.rules.loader import load_rules
+
+    answers = case.get("answers") or {}
+    if not answers:
+        return []
+    questions = load_rules().questions
+    problems = [] if case.get("answers_why") else [f"{case.get('id')}: answers without answers_why"]
+    for key, value in answers.items():
+        spec = questions.get(str(key))
+        if spec is None or str(value) not in spec.allowed:
+            problems.append(f"{case.get('id')}: answer {key}={value} is not one the questions allow")
     return problems
 
 
