@@ -314,16 +314,22 @@ class LogScanner:
     def bar_loop(self, desc: str, total: int) -> str:
         """What a bar with this description and total counts now: "train", "eval", "load" or "other"."""
         if desc:
-            if any(desc.startswith(b) for b in self.t.load_bars):
-                return "load"
-            word = desc.split()[0].rstrip(":").lower()
-            if word in self.t.train_bar_words:
-                return "train"
-            return "eval" if word in self.t.eval_bar_words else "other"
+            return self._described_loop(desc)
         run = self.run
         if run.train_total is not None:
             return "train" if total == run.train_total else "eval"
         return "train" if run.snap.context != "eval" else "eval"
+
+    def _described_loop(self, desc: str) -> str:
+        """What a described bar counts: "load", "train", "eval" or "other" (data preparation), by its first
+        word, or by a training loop's description form (torchtune's "1|12|Loss: 2.31")."""
+        t = self.t
+        if any(desc.startswith(b) for b in t.load_bars):
+            return "load"
+        word = desc.split()[0].rstrip(":").lower()
+        if word in t.train_bar_words or any(form.match(desc) for form in t.train_bar_forms):
+            return "train"
+        return "eval" if word in t.eval_bar_words else "other"
 
     def gap(self) -> None:
         """Lines were skipped here (head and tail of a big log): nothing carries across the gap."""
@@ -580,21 +586,17 @@ class LogScanner:
                 run.card_name = name
             return
 
-    def _bar(self, desc: str, n: int, total: int, shown: str) -> None:
+    def _bar(self, desc: str, n: int, total: int | None, shown: str) -> None:
         run, snap = self.run, self.run.snap
         loop = None  # a described bar of another trainer's train or eval loop
         if desc:
-            if any(desc.startswith(b) for b in self.t.load_bars):
+            loop = self._described_loop(desc)
+            if loop == "load":
                 if "shard" in desc.lower():
                     run.loading_shards = True
                 self._set_context("load", shown, None)
                 return
-            word = desc.split()[0].rstrip(":").lower()
-            if word in self.t.train_bar_words:
-                loop = "train"
-            elif word in self.t.eval_bar_words:
-                loop = "eval"
-            else:
+            if loop == "other":
                 return  # other described bars are data preparation
         # a bar of the known train total is the train bar; without one, any bar outside an evaluation
         if loop is not None:
@@ -603,15 +605,16 @@ class LogScanner:
             is_train = total == run.train_total if run.train_total is not None else snap.context != "eval"
         if is_train:
             if run.train_total is None:
-                run.train_total = total
+                run.train_total = total  # None: a step line that states no total
             snap.train_steps = n
             snap.train_bar = shown
             snap.training_started = True
             snap.weights_loaded = True
             # a finished bar redrawn after the end-of-training summary does not start training again
-            if snap.context != "train" and not (snap.context == "after_train" and n >= total):
+            finished = total is not None and n >= total
+            if snap.context != "train" and not (snap.context == "after_train" and finished):
                 self._set_context("train", shown, None)
-        elif n < total:
+        elif total is not None and n < total:
             if snap.context != "eval":
                 self._set_context("eval", shown, None)
             if snap.training_started:
@@ -712,8 +715,10 @@ class LogScanner:
             m = pattern.search(text)
             if m is None:
                 continue
-            n, total = _int(m.group("n")), _int(m.group("total"))
-            if n is not None and total is not None and n <= total:
+            groups = m.groupdict()
+            n = _steps_done(groups)
+            total = _int(groups["total"]) if groups.get("total") is not None else None
+            if n is not None and (total is None or n <= total):
                 self._bar("train", n, total, text.strip()[:200])  # "train": a described train loop's bar
             return
 
@@ -917,6 +922,15 @@ class LogScanner:
         self.run = Run()
         self.runs_seen += 1
         return True
+
+
+def _steps_done(groups: dict[str, str | None]) -> int | None:
+    """The optimizer steps a step line says are done: group ``n`` counts them, ``n0`` is the zero-based index
+    of the step just done (nanoGPT's "iter 0: loss ..." follows the first step)."""
+    if groups.get("n") is not None:
+        return _int(str(groups["n"]))
+    index = _int(str(groups["n0"])) if groups.get("n0") is not None else None
+    return None if index is None else index + 1
 
 
 def _is_mention(form: OomForm, text: str) -> bool:

@@ -91,6 +91,7 @@ class Tables:
     load_bars: tuple[str, ...]
     train_bar_words: frozenset[str]
     eval_bar_words: frozenset[str]
+    train_bar_forms: tuple[re.Pattern[str], ...]  # descriptions of a training loop's bar (torchtune's)
     allocator_warnings: tuple[AllocatorWarning, ...]
     allocator_any: re.Pattern[str]
     save_step_multiples: tuple[int, ...]
@@ -113,9 +114,12 @@ def _why(entry: dict[str, Any]) -> Text:
     return Text(en=str(why.get("en", "")), zh=str(why.get("zh", why.get("en", ""))))
 
 
+_NAMED_GROUP = lazy(r"[(][?]P<[A-Za-z_]\w*>")
+
+
 def _any_of(patterns: list[str]) -> re.Pattern[str]:
     """One regex that finds a line worth the per-entry regexes (named groups dropped: they repeat)."""
-    return lazy("|".join(f"(?:{re.sub(r'[(][?]P<[A-Za-z_]+>', '(?:', p)})" for p in patterns))
+    return lazy("|".join(f"(?:{_NAMED_GROUP.sub('(?:', p)})" for p in patterns))
 
 
 @functools.lru_cache(maxsize=1)
@@ -173,6 +177,7 @@ def tables() -> Tables:
         load_bars=tuple(raw["load_bars"]),
         train_bar_words=frozenset(str(w).lower() for w in raw["train_bar_words"]),
         eval_bar_words=frozenset(str(w).lower() for w in raw["eval_bar_words"]),
+        train_bar_forms=tuple(lazy(f["pattern"]) for f in raw.get("train_bar_forms") or ()),
         allocator_warnings=warnings,
         allocator_any=_any_of([w["pattern"] for w in raw["allocator_warnings"]]),
         save_step_multiples=tuple(int(x) for x in raw["save_step_multiples"]),

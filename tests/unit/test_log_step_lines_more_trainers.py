@@ -1,0 +1,80 @@
+"""Step lines and bars of more trainers (``step_counters`` and ``train_bar_forms`` in log_markers.yaml): lines
+that state no total (litgpt's "iter N step M", nanoGPT's zero-based "iter N: loss", verl's "step:N - ..."),
+and a bar described by its running loss (torchtune's "1|12|Loss: 1.68"), read like the Trainer's train bar."""
+
+from __future__ import annotations
+
+import pytest
+
+from oomdoctor.facts.log import parse_log_text
+from oomdoctor.facts.log_tables import tables
+
+OOM = (
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.06 GiB. GPU 0 has a total capacty of "
+    "23.70 GiB of which 1.27 GiB is free. Including non-PyTorch memory, this process has 22.43 GiB memory in use. "
+    "Of the allocated memory 12.62 GiB is allocated by PyTorch, and 8.65 GiB is reserved by PyTorch but "
+    "unallocated."
+)
+
+
+def test_litgpt_iter_and_step_give_the_optimizer_steps_done() -> None:
+    # Lightning-AI/litgpt#303: adapter fine-tuning on one RTX 3090
+    log = "\n".join(
+        [
+            "iter 3435 step 53: loss 2.8011, iter time: 398.71ms",
+            "iter 3436 step 53: loss 2.9911, iter time: 400.10ms",
+            "Traceback (most recent call last):",
+            OOM,
+        ]
+    )
+    f = parse_log_text(log + "\n")
+    assert (f.phase, f.good_steps, f.step) == ("long_sample", 53, 54)
+    assert f.total_steps is None  # the line states none
+
+
+def test_litgpt_step_zero_is_the_first_batch() -> None:
+    f = parse_log_text("iter 4 step 0: loss 2.6297, iter time: 827.80ms\n" + OOM + "\n")
+    assert f.phase == "first_batch" and f.good_steps == 0 and f.step == 1
+
+
+def test_nanogpt_counts_its_steps_from_zero() -> None:
+    first = parse_log_text("iter 0: loss 4.2245, time 33582.11ms, mfu -100.00%\n" + OOM + "\n")
+    assert first.good_steps == 1 and first.phase == "unknown"  # so few steps: asked
+    assert set(first.phase_candidates) == {"first_batch", "long_sample"}
+    later = parse_log_text(
+        "iter 1999: loss 1.3141, time 33.12ms, mfu 20.51%\niter 2000: loss 1.2245, time 33.58ms, mfu 20.44%\n"
+        + OOM
+        + "\n"
+    )
+    assert later.good_steps == 2001 and later.phase == "long_sample"
+
+
+def test_verl_metrics_line_counts_a_step() -> None:
+    line = (
+        "step:37 - global_seqlen/min:10562.000 - global_seqlen/max:13408.000 - actor/entropy:0.521 - "
+        "actor/pg_loss:-0.003 - critic/score/mean:0.41"
+    )
+    f = parse_log_text(line + "\n" + OOM + "\n")
+    assert f.good_steps == 37 and f.phase == "long_sample"
+
+
+def test_torchtune_step_bar_is_the_training_bar() -> None:
+    bar = "1|12|Loss: 1.6853430271148682:   2%|▏         | 12/500 [00:39<26:38,  3.27s/it]"
+    f = parse_log_text(bar + "\n" + OOM + "\n")
+    assert (f.phase, f.good_steps, f.total_steps) == ("long_sample", 12, 500)
+
+
+@pytest.mark.parametrize("line", [e for form in tables().raw["train_bar_forms"] for e in form["examples"]])
+def test_each_training_bar_form_example_counts_steps(line: str) -> None:
+    f = parse_log_text(line + "\n" + OOM + "\n")
+    assert f.good_steps and f.phase == "long_sample", line
+
+
+def test_lines_like_them_that_count_no_training_step_are_not_read() -> None:
+    for line in (
+        "iteration 3 of the search: loss 2.1",  # prose
+        "Map (num_proc=8): loss of 3 rows",  # no step
+        "Loss: computing ...:  40%|████      | 4/10 [00:01<00:01,  3.1it/s]",  # not a number: data preparation
+    ):
+        f = parse_log_text(line + "\n" + OOM + "\n")
+        assert f.good_steps is None and not f.training_started, line
