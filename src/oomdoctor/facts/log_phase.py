@@ -233,7 +233,7 @@ class _Decision:
             self.ev.append(
                 text("log_ev_sibling_frames", other=failure.adopted_from or "?", own=failure.key or "?")
             )
-        if not self._by_frames():
+        if not self._by_frames() and not self._by_frames_elsewhere():
             self._by_marker()
         if failure.cut and not any(f.function for f in self.frames):
             res.confidence = "low"  # not even a frame: only the log's state at the cut tells where
@@ -313,6 +313,29 @@ class _Decision:
         else:
             return False
         return True
+
+    def _by_frames_elsewhere(self) -> bool:
+        """When the failure's own frames tell nothing: the frames its process printed right after the error
+        line (another writer's lines cut its traceback in two), else the traceback of another rank that the log
+        ends in (the ranks of one run run the same code). False when they tell nothing either."""
+        failure = self.failure
+        sources = [
+            (failure.trailing, text("log_ev_frames_after_error")),
+            (
+                failure.sibling_block,
+                text("log_ev_sibling_cut_frames", other=failure.sibling_key or "?", own=failure.key or "?"),
+            ),
+        ]
+        for lines, why in sources:
+            frames = parse_frames(lines) if lines else []
+            hits = _frame_hits(frames, self.t)
+            if hits.context is None and hits.compute is None:
+                continue
+            self.frames, self.hits = self.frames + frames, _frame_hits(self.frames + frames, self.t)
+            self.res.frames = self.frames
+            self.ev.append(why)
+            return self._by_frames()
+        return False
 
     def _after_step(self, after_step: _Hit) -> None:
         compute = self.hits.compute

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from oomdoctor.facts import launcher
@@ -120,6 +121,7 @@ _PROCESS_RANK = lazy(r"Process rank: (\d+), world size: (\d+)")
 
 TRACEBACK_HEADER = "Traceback (most recent call last)"
 _MAX_TRACEBACK_LINES = 4000
+_MAX_TRAILING_LINES = 400
 _RECENT_LINES = 8
 _MAX_WARNINGS = 20
 _CARD_LINE_CHARS = 1024
@@ -188,6 +190,14 @@ class Failure:
     # the words in a sentence, not an error line: a later message or traceback tells more
     mention: bool = False
     adopted_from: str | None = None  # the other process whose traceback (same failure) ``block`` is
+    # Frames and source lines of the same process printed right after the error line: two writers interleaved
+    # (the rest of a traceback the error line cut in two). The phase reads them when ``block`` tells nothing.
+    trailing: list[str] = field(default_factory=list)
+    trailing_open: bool = True  # still collecting ``trailing`` (until the process prints something else)
+    # A traceback of another rank that never reached its error line in the log (the excerpt or the log ends
+    # first): where that rank was; read when neither ``block`` nor ``trailing`` tells the phase.
+    sibling_block: list[str] = field(default_factory=list)
+    sibling_key: str | None = None
 
 
 @dataclass
@@ -345,6 +355,8 @@ class LogScanner:
         for tb in sorted(run.open_tracebacks.values(), key=lambda t: t.seq):
             if run.failure is None or run.failure.cut or _adopt(run.failure, tb):
                 break
+        if run.failure is not None:
+            _lend_sibling(run.failure, run.open_tracebacks.values())
         if run.failure is not None and run.failure.mention and not run.failure.adopted:
             # only the reporter's words say it ran out: the log they pasted shows how far the run had come
             run.failure.snapshot = replace(run.snap)
@@ -375,7 +387,8 @@ class LogScanner:
         if read is None:
             return None
         text = read
-        self._pending_message(run, key, text)
+        if not self._pending_message(run, key, text):
+            self._trailing(run, key, text)
         # progress bars (possibly with more text glued after the bar, e.g. "...2.59s/it]Killed")
         if "%|" in text:
             bar = find_bar(text)
@@ -413,18 +426,37 @@ class LogScanner:
             self.run.launcher_world_size = _launcher_world_size(text) or self.run.launcher_world_size
         return text
 
-    def _pending_message(self, run: Run, key: str, text: str) -> None:
-        """The lines after an OOM message that continue it (its GPU / capacity / PyTorch sentences)."""
+    def _pending_message(self, run: Run, key: str, text: str) -> bool:
+        """The lines after an OOM message that continue it (its GPU / capacity / PyTorch sentences); True when
+        the line was taken into the message."""
         failure = run.failure
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1
             if failure.message.rstrip().endswith(":") and "out of memory" in text:
                 # the header alone on its line ("torch.OutOfMemoryError:"), then its words
                 failure.message = failure.message.rstrip() + " " + text.strip()
-            elif "Tried to allocate" not in text and (
+                return True
+            if "Tried to allocate" not in text and (
                 "GPU" in text or "capacity" in text or "PyTorch" in text or "Process" in text
             ):
                 failure.message = failure.message + " " + text.strip()
+                return True
+        return False
+
+    def _trailing(self, run: Run, key: str, text: str) -> None:
+        """Frame lines and indented source lines the failing process prints right after its error line (the
+        rest of a traceback another writer's lines cut in two) are kept with the failure; anything else the
+        process prints ends them."""
+        failure = run.failure
+        if failure is None or not failure.trailing_open or failure.cut or key != failure.key:
+            return
+        if match_frame_line(text) is not None or (
+            text[:1].isspace() and not _EXCEPTION_LINE.match(text.lstrip())
+        ):
+            if len(failure.trailing) < _MAX_TRAILING_LINES:
+                failure.trailing.append(text)
+            return
+        failure.trailing_open = False
 
     def _progress_line(self, run: Run, text: str) -> bool:
         """A bar's tail, a notebook bar or a Trainer metrics dict; True when the line is read."""
@@ -959,6 +991,20 @@ _ERROR_WORDS = frozenset({"FAILED", "ERROR", "E", "CRITICAL", "WARNING", "WARN",
 
 def _has_frame_lines(block: list[str]) -> bool:
     return any(match_frame_line(line) is not None for line in block)
+
+
+def _lend_sibling(failure: Failure, open_tracebacks: Iterable[_Traceback]) -> None:
+    """The first traceback of another rank still open when the log ends (it never reached an error line, nor
+    another exception: the excerpt or the log stops first) tells where that rank was; ranks of one run run
+    the same code, so it is kept with a rank's failure for when its own frames tell nothing."""
+    if failure.cut or not failure.key.startswith("rank"):
+        return
+    others = [
+        tb for tb in open_tracebacks if tb.has_frames and tb.key.startswith("rank") and tb.key != failure.key
+    ]
+    if others:
+        first = min(others, key=lambda tb: tb.seq)
+        failure.sibling_block, failure.sibling_key = list(first.lines), first.key
 
 
 def _adopt(failure: Failure, tb: _Traceback, *, sibling: bool = False) -> bool:
