@@ -404,7 +404,7 @@ class _Decision:
     # ------------------------------------------------------------------ from the log's last marker
     def _by_marker(self) -> None:
         ctx, snap, ev, good = self.snap.context, self.snap, self.ev, self.good
-        if ctx == "load" and self.any_steps and not self.failure.cut:
+        if ctx == "load" and self.any_steps and not self.failure.cut and not snap.context_in_step:
             # a loading marker after completed steps: the evidence disagrees, so ask rather than guess
             self._marker_evidence()
             ev.append(text("log_ev_conflict_load_steps", n=good if good is not None else snap.loss_dicts))

@@ -159,6 +159,7 @@ class Snapshot:
     context_line: str | None = None  # the line that set it
     context_why: Text | None = None
     context_warned: bool = False  # that line is a warning from the phase's own code (marker ``warns``)
+    context_in_step: bool = False  # that line is a load inside a training step (marker ``in_step``)
     train_steps: int | None = None  # last "n" of the Trainer's train bar: completed optimizer steps
     train_bar: str | None = None  # that bar as printed, for evidence
     train_steps_estimated: bool = False  # train_steps comes from a bar's elapsed time and rate, not its count
@@ -720,6 +721,7 @@ class LogScanner:
         snap.context_line = line[:200]
         snap.context_why = why
         snap.context_warned = False
+        snap.context_in_step = False
 
     def _markers(self, text: str) -> None:
         t = self.t
@@ -785,11 +787,12 @@ class LogScanner:
             if marker.context == "train":
                 snap.training_started = True
                 snap.weights_loaded = True
-                run.num_examples = None  # the next "Num examples" is the training set's
+                if t.run_start.search(text):
+                    run.num_examples = None  # the next "Num examples" is the training set's
             elif marker.context == "eval" and snap.training_started:
                 snap.eval_started = True
             self._set_context(str(marker.context), text.strip(), marker.why)
-            snap.context_warned = marker.warns
+            snap.context_warned, snap.context_in_step = marker.warns, marker.in_step
             return
 
     def _allocator_warning(self, text: str) -> None:

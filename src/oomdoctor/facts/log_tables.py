@@ -66,6 +66,9 @@ class Marker:
     after: str | None = None  # counts only when the run's context is this one (e.g. after_train)
     warns: bool = False  # the line is a warning from that phase's own code (the phase was in trouble there)
     sharding: str | None = None  # the line shows what shards the run (fsdp), with or without a context
+    # a load that happens inside a training step (an RL trainer's generator waking up for its rollout): the
+    # steps already completed do not contradict it
+    in_step: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,7 @@ def tables() -> Tables:
             after=m.get("after"),
             warns=bool(m.get("warns", False)),
             sharding=m.get("sharding"),
+            in_step=bool(m.get("in_step", False)),
         )
         for m in raw["markers"]
     )
