@@ -146,7 +146,8 @@ def _case_config(fields: dict[str, Any]) -> dict[str, Any]:
 def located_or_asked(cases: list[dict[str, Any]]) -> tuple[int, int, int]:
     """Diagnose each case with everything its reporter gave (config fields + log) and print one row per case:
     the phase is right ("ok"), or unknown with the phase question asked ("asks"), or wrong. A label "other"
-    is right when the phase stays unknown. (located, asked, wrong)"""
+    is right when the phase stays unknown, or (as ``judged_correct`` has it) when the log itself names the other
+    culprit: another process holding memory, host RAM. (located, asked, wrong)"""
     from oomdoctor.rules.assemble import facts_of
     from oomdoctor.rules.engine import diagnose
 
@@ -157,7 +158,10 @@ def located_or_asked(cases: list[dict[str, Any]]) -> tuple[int, int, int]:
         diagnosis = diagnose(facts_of(config=config, log=log))
         label = case["phase"]
         expected = LABEL_TO_PHASE.get(label, label)
-        if diagnosis.phase == expected or (label == "other" and diagnosis.phase == "unknown"):
+        culprit_named = log is not None and (bool(log.other_processes) or log.ran_out_of == "host")
+        if diagnosis.phase == expected or (
+            label == "other" and (diagnosis.phase == "unknown" or culprit_named)
+        ):
             verdict = "ok"
             correct += 1
         elif diagnosis.phase == "unknown" and any(q.key == "phase" for q in diagnosis.questions):

@@ -86,9 +86,13 @@ def test_error_lines_are_no_mentions() -> None:
             ]
         )
         f = parse_log_text(line + "\n" + tail + "\n")
-        assert f.oom and f.good_steps is None, line
+        # the failure is the line itself: the bar after it is read as a bar printed after the error line
+        assert f.oom and f.good_steps == 50, line
+        assert any("after the error line" in e for e in f.phase_evidence), line
     # the same tail after a sentence: the traceback's state is the failure's
-    assert parse_log_text("We keep getting CUDA out of memory here\n" + tail + "\n").good_steps == 50
+    mention = parse_log_text("We keep getting CUDA out of memory here\n" + tail + "\n")
+    assert mention.good_steps == 50
+    assert not any("after the error line" in e for e in mention.phase_evidence)
 
 
 def test_a_chinese_sentence_naming_the_oom_is_a_mention_too() -> None:

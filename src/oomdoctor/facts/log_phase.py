@@ -163,8 +163,8 @@ def _good_steps(snap: Snapshot, jsonl_steps: int | None) -> int | None:
     known = [n for n in (snap.train_steps, jsonl_steps) if n is not None]
     if known:
         return max(known)
-    if snap.training_started and snap.loss_dicts == 0:
-        return 0
+    if snap.training_started and snap.loss_dicts == 0 and not snap.train_pct:
+        return 0  # training had begun and no step is shown done (a cut bar's percentage shows some were)
     return None
 
 
@@ -216,7 +216,8 @@ class _Decision:
         self.frames = parse_frames(failure.block)
         self.snap = failure.snapshot
         self.good = _good_steps(self.snap, jsonl_steps)
-        self.any_steps = (self.good or 0) > 0 or self.snap.loss_dicts > 0
+        # a bar whose count is cut off still shows steps done from 1 %
+        self.any_steps = (self.good or 0) > 0 or self.snap.loss_dicts > 0 or (self.snap.train_pct or 0) >= 1
         self.res = PhaseResult(phase="unknown", confidence="low", frames=self.frames, good_steps=self.good)
         self.ev = self.res.evidence
         self.hits = _frame_hits(self.frames, t)
@@ -256,6 +257,8 @@ class _Decision:
     def _bar_finished(self) -> bool:
         """The last training bar before the failure had reached its total (100 %)."""
         snap, total = self.snap, self.run.train_total
+        if snap.train_steps is None and snap.train_pct is not None:
+            return snap.train_pct >= 100
         return bool(
             snap.train_steps and total and snap.train_steps >= total and not snap.train_steps_estimated
         )
@@ -283,8 +286,14 @@ class _Decision:
                 ev.append(text("log_ev_steps_estimated", n=good, bar=snap.train_bar))
             elif good:
                 ev.append(text("log_ev_steps", n=good, bar=snap.train_bar or "trainer_log.jsonl"))
-            else:
+            elif snap.loss_dicts:
                 ev.append(text("log_ev_loss_dicts", n=snap.loss_dicts))
+            else:
+                # only the percentage of a cut bar: steps had completed, how many is not shown
+                self.res.confidence = "low"
+                ev.append(text("log_ev_bar_percent", pct=snap.train_pct, bar=snap.train_bar or ""))
+            if snap.bar_after_failure:
+                ev.append(text("log_ev_bar_after_failure"))
         elif snap.training_started:
             self._set("first_batch", "high")
             ev.append(text("log_ev_no_step", bar=snap.train_bar or "***** Running training *****"))

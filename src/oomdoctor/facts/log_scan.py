@@ -39,6 +39,8 @@ _ONE_BAR = r"[ \t]*\d{1,3}%\|[^|\r\n]*\|[ \t]*\d+/\d+[ \t]*\[[^\]\r\n]*\]"
 _ONE_LOSS = r"\{'loss': [^\r\n{}]*\}"
 _PROGRESS_RUN = lazy(rf"(?<![^\r\n])(?:(?:{_ONE_BAR}|{_ONE_LOSS}){_EOL}){{2,}}")
 # transformers' notebook progress (Jupyter), as copied from the output cell: "[ 29/50 02:54 < 02:06, 0.17 it/s, Epoch 0.56/1]"
+# A bare bar the page or the terminal cut after its blocks: only its percentage is left (" 10%|███████▌").
+_CUT_BAR = lazy(r"^\s*(?P<pct>\d{1,3})%\|[^|\r\n]*\|?\s*$")
 _NOTEBOOK_BAR = lazy(
     r"^\s*\[\s*(?P<n>\d+)/(?P<total>\d+) [\d:]+ < [\d:]+, [\d.]+ (?:it/s|s/it), Epoch [\d.]+/[\d.]+\]"
 )
@@ -163,6 +165,8 @@ class Snapshot:
     train_steps: int | None = None  # last "n" of the Trainer's train bar: completed optimizer steps
     train_bar: str | None = None  # that bar as printed, for evidence
     train_steps_estimated: bool = False  # train_steps comes from a bar's elapsed time and rate, not its count
+    train_pct: int | None = None  # the train bar's percentage, when its count is cut off (" 10%|████▌")
+    bar_after_failure: bool = False  # the progress above was read from a bar printed after the error line
     loss_dicts: int = 0  # training loss dicts printed ({'loss': ...}): each follows a completed step
     training_started: bool = False
     eval_started: bool = False  # an evaluation began after training had started
@@ -195,6 +199,7 @@ class Failure:
     # (the rest of a traceback the error line cut in two). The phase reads them when ``block`` tells nothing.
     trailing: list[str] = field(default_factory=list)
     trailing_open: bool = True  # still collecting ``trailing`` (until the process prints something else)
+    later_bar_seen: bool = False  # a training bar was printed after the error line
     # A traceback of another rank that never reached its error line in the log (the excerpt or the log ends
     # first): where that rank was; read when neither ``block`` nor ``trailing`` tells the phase.
     sibling_block: list[str] = field(default_factory=list)
@@ -398,6 +403,11 @@ class LogScanner:
                 run.last_content_was_traceback = False
                 rest = text[bar.end :]
                 return rest if rest.strip() else None
+            cut = _CUT_BAR.match(text)
+            if cut is not None:
+                # a fragment of a redraw: it may sit inside a traceback, which stays open
+                self._bar("", None, None, text.strip()[:200], pct=int(cut.group("pct")))
+                return None
         if self._progress_line(run, text) or self._traceback_line(run, key, rank, host, text):
             return None
         self._markers(text)
@@ -619,7 +629,10 @@ class LogScanner:
                 run.card_name = name
             return
 
-    def _bar(self, desc: str, n: int, total: int | None, shown: str) -> None:
+    def _bar(
+        self, desc: str, n: int | None, total: int | None, shown: str, *, pct: int | None = None
+    ) -> None:
+        """A progress bar (``n`` None: a bare bar whose count is cut off, of which only ``pct`` is left)."""
         run, snap = self.run, self.run.snap
         loop = None  # a described bar of another trainer's train or eval loop
         if desc:
@@ -634,24 +647,48 @@ class LogScanner:
         # a bar of the known train total is the train bar; without one, any bar outside an evaluation
         if loop is not None:
             is_train = loop == "train"
+        elif run.train_total is not None and total is not None:
+            is_train = total == run.train_total
         else:
-            is_train = total == run.train_total if run.train_total is not None else snap.context != "eval"
+            is_train = snap.context != "eval"
         if is_train:
             if run.train_total is None:
                 run.train_total = total  # None: a step line that states no total
-            snap.train_steps = n
+            if n is not None:
+                snap.train_steps, snap.train_pct = n, None
+            elif snap.train_steps is None:
+                snap.train_pct = pct
             snap.train_bar = shown
             snap.training_started = True
             snap.weights_loaded = True
             # a finished bar redrawn after the end-of-training summary does not start training again
-            finished = total is not None and n >= total
+            finished = (n is not None and total is not None and n >= total) or (pct or 0) >= 100
             if snap.context != "train" and not (snap.context == "after_train" and finished):
                 self._set_context("train", shown, None)
-        elif total is not None and n < total:
+            self._bar_after_failure(snap)
+        elif n is not None and total is not None and n < total:
             if snap.context != "eval":
                 self._set_context("eval", shown, None)
             if snap.training_started:
                 snap.eval_started = True
+
+    def _bar_after_failure(self, snap: Snapshot) -> None:
+        """The first training bar printed after the error line (a terminal redraws the bar as the process
+        exits) shows where training stood when it failed: it fills the failure's snapshot where that shows no
+        progress and no other phase."""
+        failure = self.run.failure
+        if failure is None or failure.cut or failure.mention or failure.later_bar_seen:
+            return
+        failure.later_bar_seen = True
+        fs = failure.snapshot
+        if fs.context not in (None, "train") or fs.train_steps is not None or fs.train_pct is not None:
+            return
+        if fs.loss_dicts:
+            return
+        fs.train_steps, fs.train_pct, fs.train_bar = snap.train_steps, snap.train_pct, snap.train_bar
+        fs.training_started = fs.weights_loaded = fs.bar_after_failure = True
+        if fs.context is None:
+            fs.context, fs.context_line, fs.context_why = "train", snap.train_bar, None
 
     def _bar_tail(self, text: str) -> None:
         """A bar's timing tail without its count: the loop had run for a while. Outside an evaluation, and
