@@ -76,6 +76,11 @@ def test_qwen3_names_all_find_the_same_row(name: str) -> None:
         ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "tinyllama-1.1b"),
         ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
         ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
+        ("Qwen/Qwen2-72B-Instruct", "qwen2-72b"),
+        ("Qwen/Qwen1.5-7B-Chat", "qwen1.5-7b"),
+        ("Qwen/Qwen-7B-Chat", "qwen-7b"),
+        ("Qwen/QVQ-72B-Preview", "qwen2-vl-72b"),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2.5-vl-7b"),
     ],
 )
 def test_common_hub_names(name: str, key: str) -> None:
