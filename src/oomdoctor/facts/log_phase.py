@@ -71,8 +71,12 @@ def parse_frames(block: list[str]) -> list[Frame]:
             groups = m.groupdict()
             func = groups.get("func")
             ipython = m.re is not FILE_LINE and m.re is not FRAGMENT_LINE
-            # IPython names methods "Trainer.train": the function is the last part
-            current = Frame(groups.get("path"), func.rsplit(".", 1)[-1] if func else None)
+            # IPython names methods "Trainer.train": the function is the last part; a Windows path is read with
+            # "/" so the tables' file parts match it ("~\envs\x\Lib\site-packages\datasets\arrow_dataset.py")
+            path = groups.get("path")
+            current = Frame(
+                path.replace("\\", "/") if path else None, func.rsplit(".", 1)[-1] if func else None
+            )
             frames.append(current)
             continue
         if ipython:

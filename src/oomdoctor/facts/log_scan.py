@@ -18,6 +18,7 @@ from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
 from oomdoctor.facts.log_text import split_prefix, strip_ansi
+from oomdoctor.i18n import both
 from oomdoctor.lazyre import lazy
 from oomdoctor.text import Text
 
@@ -634,16 +635,9 @@ class LogScanner:
     ) -> None:
         """A progress bar (``n`` None: a bare bar whose count is cut off, of which only ``pct`` is left)."""
         run, snap = self.run, self.run.snap
-        loop = None  # a described bar of another trainer's train or eval loop
-        if desc:
-            loop = self._described_loop(desc)
-            if loop == "load":
-                if "shard" in desc.lower():
-                    run.loading_shards = True
-                self._set_context("load", shown, None)
-                return
-            if loop == "other":
-                return  # other described bars are data preparation
+        loop = self._described_bar(desc, shown) if desc else None  # another trainer's train or eval loop
+        if loop == "done":
+            return
         # a bar of the known train total is the train bar; without one, any bar outside an evaluation
         if loop is not None:
             is_train = loop == "train"
@@ -652,25 +646,46 @@ class LogScanner:
         else:
             is_train = snap.context != "eval"
         if is_train:
-            if run.train_total is None:
-                run.train_total = total  # None: a step line that states no total
-            if n is not None:
-                snap.train_steps, snap.train_pct = n, None
-            elif snap.train_steps is None:
-                snap.train_pct = pct
-            snap.train_bar = shown
-            snap.training_started = True
-            snap.weights_loaded = True
-            # a finished bar redrawn after the end-of-training summary does not start training again
-            finished = (n is not None and total is not None and n >= total) or (pct or 0) >= 100
-            if snap.context != "train" and not (snap.context == "after_train" and finished):
-                self._set_context("train", shown, None)
-            self._bar_after_failure(snap)
+            self._train_bar(n, total, shown, pct)
         elif n is not None and total is not None and n < total:
             if snap.context != "eval":
                 self._set_context("eval", shown, None)
             if snap.training_started:
                 snap.eval_started = True
+
+    def _described_bar(self, desc: str, shown: str) -> str:
+        """A described bar: "train" / "eval" for another trainer's loop, "done" when it is read here (loading
+        the model, preparing the dataset) or means nothing."""
+        run, snap = self.run, self.run.snap
+        loop = self._described_loop(desc)
+        if loop == "load":
+            if "shard" in desc.lower():
+                run.loading_shards = True
+            self._set_context("load", shown, None)
+            return "done"
+        if loop == "other":
+            # other described bars are data preparation; before training, the dataset's own mark the load
+            if not snap.training_started and any(desc.lower().startswith(b) for b in self.t.data_bars):
+                self._set_context("load", shown, both("log_ctx_dataset"))
+            return "done"
+        return loop
+
+    def _train_bar(self, n: int | None, total: int | None, shown: str, pct: int | None) -> None:
+        run, snap = self.run, self.run.snap
+        if run.train_total is None:
+            run.train_total = total  # None: a step line that states no total
+        if n is not None:
+            snap.train_steps, snap.train_pct = n, None
+        elif snap.train_steps is None:
+            snap.train_pct = pct
+        snap.train_bar = shown
+        snap.training_started = True
+        snap.weights_loaded = True
+        # a finished bar redrawn after the end-of-training summary does not start training again
+        finished = (n is not None and total is not None and n >= total) or (pct or 0) >= 100
+        if snap.context != "train" and not (snap.context == "after_train" and finished):
+            self._set_context("train", shown, None)
+        self._bar_after_failure(snap)
 
     def _bar_after_failure(self, snap: Snapshot) -> None:
         """The first training bar printed after the error line (a terminal redraws the bar as the process

@@ -95,6 +95,7 @@ class Tables:
     train_bar_words: frozenset[str]
     eval_bar_words: frozenset[str]
     train_bar_forms: tuple[re.Pattern[str], ...]  # descriptions of a training loop's bar (torchtune's)
+    data_bars: tuple[str, ...]  # starts of the descriptions of dataset-preparation bars, lower case
     allocator_warnings: tuple[AllocatorWarning, ...]
     allocator_any: re.Pattern[str]
     save_step_multiples: tuple[int, ...]
@@ -182,6 +183,7 @@ def tables() -> Tables:
         train_bar_words=frozenset(str(w).lower() for w in raw["train_bar_words"]),
         eval_bar_words=frozenset(str(w).lower() for w in raw["eval_bar_words"]),
         train_bar_forms=tuple(lazy(f["pattern"]) for f in raw.get("train_bar_forms") or ()),
+        data_bars=tuple(str(b).lower() for b in raw.get("data_bars") or ()),
         allocator_warnings=warnings,
         allocator_any=_any_of([w["pattern"] for w in raw["allocator_warnings"]]),
         save_step_multiples=tuple(int(x) for x in raw["save_step_multiples"]),
