@@ -109,6 +109,8 @@ def _logits_call(code: str) -> str | None:
     return next((name for name in reversed(_CALL.findall(code)) if name in known), None)
 
 
+# the task Ray's memory monitor names: "where the task (actor ID: 65..., name=RewardModelRayActor.__init__, pid=5315"
+_RAY_TASK = lazy(r"\bname=(?P<task>[A-Za-z_][\w.]*)")
 _NOT_A_CALL = lazy(r"^(?:\d+\s|(?:async\s+)?def\s|class\s)")
 
 
@@ -238,7 +240,7 @@ class _Decision:
             self.ev.append(
                 text("log_ev_sibling_frames", other=failure.adopted_from or "?", own=failure.key or "?")
             )
-        if not self._by_frames() and not self._by_frames_elsewhere():
+        if not self._by_frames() and not self._by_frames_elsewhere() and not self._by_ray_task():
             self._by_marker()
         if failure.cut and not any(f.function for f in self.frames):
             res.confidence = "low"  # not even a frame: only the log's state at the cut tells where
@@ -348,6 +350,23 @@ class _Decision:
             self.res.frames = self.frames
             self.ev.append(why)
             return self._by_frames()
+        return False
+
+    def _by_ray_task(self) -> bool:
+        """A Ray memory-monitor kill names the task it killed ("name=RewardModelRayActor.__init__"): the phase
+        of that method where the tables know it. False otherwise."""
+        failure = self.failure
+        if failure.ran_out_of != "host" or "name=" not in failure.message:
+            return False
+        m = _RAY_TASK.search(failure.message)
+        if m is None:
+            return False
+        method = m.group("task").rsplit(".", 1)[-1]
+        for pattern, phase, why in self.t.ray_task_phases:
+            if pattern.search(method):
+                self._set(phase, "high")
+                self.ev.append(text("log_ev_ray_task", task=m.group("task"), why=why))
+                return True
         return False
 
     def _after_step(self, after_step: _Hit) -> None:

@@ -110,6 +110,8 @@ class Tables:
     step_counters: tuple[re.Pattern[str], ...] = ()  # other trainers' step lines: groups n (done) and total
     step_counter_any: re.Pattern[str] | None = None
     early_steps: int = 0  # completed steps up to which an OOM's phase is asked (first_batch or long_sample)
+    # (method pattern, phase, why) of the task a Ray memory monitor kill names
+    ray_task_phases: tuple[tuple[re.Pattern[str], str, Text], ...] = ()
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
 
@@ -184,6 +186,9 @@ def tables() -> Tables:
         eval_bar_words=frozenset(str(w).lower() for w in raw["eval_bar_words"]),
         train_bar_forms=tuple(lazy(f["pattern"]) for f in raw.get("train_bar_forms") or ()),
         data_bars=tuple(str(b).lower() for b in raw.get("data_bars") or ()),
+        ray_task_phases=tuple(
+            (lazy(r["method"]), str(r["phase"]), _why(r)) for r in raw.get("ray_task_phases") or ()
+        ),
         allocator_warnings=warnings,
         allocator_any=_any_of([w["pattern"] for w in raw["allocator_warnings"]]),
         save_step_multiples=tuple(int(x) for x in raw["save_step_multiples"]),
