@@ -78,3 +78,21 @@ def test_lines_like_them_that_count_no_training_step_are_not_read() -> None:
     ):
         f = parse_log_text(line + "\n" + OOM + "\n")
         assert f.good_steps is None and not f.training_started, line
+
+
+def test_deepspeed_step_report_and_deepspeed_chat_loop() -> None:
+    report = (
+        "[2024-03-01 10:00:00,123] [INFO] [logging.py:96:log_dist] [Rank 0] step=40, skipped=3, lr=[9.8e-06]"
+    )
+    assert parse_log_text(report + "\n" + OOM + "\n").good_steps == 40
+    chat = parse_log_text("Epoch: 0, Step: 57, Rank: 0, loss = 1.9132812023162842\n" + OOM + "\n")
+    assert chat.good_steps == 58 and chat.phase == "long_sample"
+
+
+def test_bars_described_by_epoch_or_steps_are_training_loops() -> None:
+    for bar in (
+        "Epoch 1/3:  45%|████▌     | 450/1000 [12:00<14:40,  1.60s/it, loss=1.23]",
+        "Steps:  10%|█         | 100/1000 [05:00<45:00,  3.00s/it, lr=1e-05, step_loss=0.8]",
+    ):
+        f = parse_log_text(bar + "\n" + OOM + "\n")
+        assert f.phase == "long_sample" and f.good_steps in (450, 100), bar
