@@ -96,3 +96,11 @@ def test_bars_described_by_epoch_or_steps_are_training_loops() -> None:
     ):
         f = parse_log_text(bar + "\n" + OOM + "\n")
         assert f.phase == "long_sample" and f.good_steps in (450, 100), bar
+
+
+def test_global_step_lines() -> None:
+    assert parse_log_text("global step = 2400 | loss 0.511\n" + OOM + "\n").good_steps == 2400
+    # a DeepSpeed checkpoint name and a step with its total are not read by these entries
+    saving = "[Rank 0] [Torch] Checkpoint global_step500 is about to be saved!\n"
+    assert parse_log_text(saving + OOM + "\n").phase == "save"
+    assert parse_log_text("Epoch [1/3], Step [120/1563], Loss: 2.3134\n" + OOM + "\n").total_steps == 1563
