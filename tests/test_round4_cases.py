@@ -36,9 +36,10 @@ EARLIER = ("real_extra.yaml", "real_holdout.yaml")
 # Lowered to wrong 1 by diag5c (an OOM after one or two completed steps asks first_batch vs long_sample).
 # Lowered to wrong 0 by the lead (a traceback cut before its error line asks which memory ran out; peft-1890).
 # Raised by diag6a (step lines without a total, frames printed after the error line or by a sibling rank the log
-# ends in, vLLM sleep-mode lines, a cut bar and a bar printed after the error): right 32 -> 37, fix kind 36 -> 40;
+# ends in, vLLM sleep-mode lines, a cut bar and a bar printed after the error, verl and Ray task names): right 32 -> 38,
+# fix kind 36 -> 40;
 # real_extra 17 -> 18 (lightning-18134: the ZeRO-3 gather's source lines after the message).
-REQUIRED_RIGHT = 37
+REQUIRED_RIGHT = 38
 MAX_WRONG = 0
 REQUIRED_NUMBERS_PARSED = 200
 REQUIRED_FIX_KIND = 40
