@@ -52,3 +52,10 @@ def test_datasets_map_frames_on_a_windows_path_place_it_at_load() -> None:
 def test_the_worker_died_message_alone_is_host_memory() -> None:
     f = parse_log_text(MAP_WORKER_DIED)
     assert f.oom and f.ran_out_of == "host"
+
+
+def test_a_finished_dataset_bar_says_nothing_of_what_ran_next() -> None:
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    bars = "Map:  40%|████      | 400/1000 [00:01<00:01, 400.00 examples/s]\rMap: 100%|██████████| 1000/1000 [00:02<00:00, 450.00 examples/s]\n"
+    assert parse_log_text(bars + oom).phase == "unknown"
+    assert parse_log_text(bars.split("\r")[0] + "\n" + oom).phase == "load"

@@ -635,7 +635,11 @@ class LogScanner:
     ) -> None:
         """A progress bar (``n`` None: a bare bar whose count is cut off, of which only ``pct`` is left)."""
         run, snap = self.run, self.run.snap
-        loop = self._described_bar(desc, shown) if desc else None  # another trainer's train or eval loop
+        loop = (
+            self._described_bar(desc, shown, n is not None and total is not None and n < total)
+            if desc
+            else None
+        )
         if loop == "done":
             return
         # a bar of the known train total is the train bar; without one, any bar outside an evaluation
@@ -653,7 +657,7 @@ class LogScanner:
             if snap.training_started:
                 snap.eval_started = True
 
-    def _described_bar(self, desc: str, shown: str) -> str:
+    def _described_bar(self, desc: str, shown: str, unfinished: bool) -> str | None:
         """A described bar: "train" / "eval" for another trainer's loop, "done" when it is read here (loading
         the model, preparing the dataset) or means nothing."""
         run, snap = self.run, self.run.snap
@@ -664,11 +668,19 @@ class LogScanner:
             self._set_context("load", shown, None)
             return "done"
         if loop == "other":
-            # other described bars are data preparation; before training, the dataset's own mark the load
+            # other described bars are data preparation; before training, an unfinished one of the dataset's
+            # own marks the load (once finished, what runs next - the model's loading or training - is not said)
             if not snap.training_started and any(desc.lower().startswith(b) for b in self.t.data_bars):
-                self._set_context("load", shown, both("log_ctx_dataset"))
+                self._data_bar(shown, unfinished)
             return "done"
         return loop
+
+    def _data_bar(self, shown: str, unfinished: bool) -> None:
+        snap = self.run.snap
+        if unfinished:
+            self._set_context("load", shown, both("log_ctx_dataset"))
+        elif snap.context == "load" and snap.context_why == both("log_ctx_dataset"):
+            snap.context = snap.context_line = snap.context_why = None  # the preparation it marked is over
 
     def _train_bar(self, n: int | None, total: int | None, shown: str, pct: int | None) -> None:
         run, snap = self.run, self.run.snap
