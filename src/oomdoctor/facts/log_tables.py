@@ -132,7 +132,38 @@ def _any_of(patterns: list[str]) -> re.Pattern[str]:
 def tables() -> Tables:
     """Load and compile log_markers.yaml (once per process)."""
     raw = load_data_file(MARKERS_FILE)
-    forms = tuple(
+    forms = _oom_forms(raw)
+    hints = sorted({h for f in forms for h in f.hints}, key=len, reverse=True)
+    return Tables(
+        oom_forms=forms,
+        oom_hint=lazy("|".join(re.escape(h) for h in hints)),
+        library_kinds=tuple((k["kind"], tuple(k["files"])) for k in raw["library_kinds"]),
+        run_start=_any_of(raw["run_start"]),
+        frames=_frame_rules(raw),
+        code=tuple(
+            CodeRule(role=c["role"], phase=c.get("phase"), contains=tuple(c["contains"]), why=_why(c))
+            for c in raw["code"]
+        ),
+        markers=_markers(raw),
+        marker_any=_any_of([m["pattern"] for m in raw["markers"]]),
+        allocator_warnings=tuple(
+            AllocatorWarning(lazy(w["pattern"]), w.get("count")) for w in raw["allocator_warnings"]
+        ),
+        allocator_any=_any_of([w["pattern"] for w in raw["allocator_warnings"]]),
+        save_step_multiples=tuple(int(x) for x in raw["save_step_multiples"]),
+        card_patterns=tuple(lazy(c["pattern"]) for c in raw["card_names"]["forms"]),
+        card_hint=lazy("|".join(re.escape(h) for h in raw["card_names"]["hint"])),
+        output_dir_logs=tuple(raw["output_dir_logs"]),
+        trainer_log=str(raw["trainer_log"]),
+        early_steps=int(raw.get("early_steps") or 0),
+        raw=raw,
+        **_progress_tables(raw),
+        **_zero_stage_tables(raw),
+    )
+
+
+def _oom_forms(raw: dict[str, Any]) -> tuple[OomForm, ...]:
+    return tuple(
         OomForm(
             kind=f["kind"],
             ran_out_of=f["ran_out_of"],
@@ -143,8 +174,10 @@ def tables() -> Tables:
         )
         for f in raw["oom_forms"]
     )
-    hints = sorted({h for f in forms for h in f.hints}, key=len, reverse=True)
-    frames = tuple(
+
+
+def _frame_rules(raw: dict[str, Any]) -> tuple[FrameRule, ...]:
+    return tuple(
         FrameRule(
             role=f["role"],
             phase=f.get("phase"),
@@ -154,11 +187,10 @@ def tables() -> Tables:
         )
         for f in raw["frames"]
     )
-    code = tuple(
-        CodeRule(role=c["role"], phase=c.get("phase"), contains=tuple(c["contains"]), why=_why(c))
-        for c in raw["code"]
-    )
-    markers = tuple(
+
+
+def _markers(raw: dict[str, Any]) -> tuple[Marker, ...]:
+    return tuple(
         Marker(
             context=m.get("context"),
             setup=bool(m.get("setup", False)),
@@ -171,39 +203,31 @@ def tables() -> Tables:
         )
         for m in raw["markers"]
     )
-    warnings = tuple(AllocatorWarning(lazy(w["pattern"]), w.get("count")) for w in raw["allocator_warnings"])
-    return Tables(
-        oom_forms=forms,
-        oom_hint=lazy("|".join(re.escape(h) for h in hints)),
-        library_kinds=tuple((k["kind"], tuple(k["files"])) for k in raw["library_kinds"]),
-        run_start=_any_of(raw["run_start"]),
-        frames=frames,
-        code=code,
-        markers=markers,
-        marker_any=_any_of([m["pattern"] for m in raw["markers"]]),
-        load_bars=tuple(raw["load_bars"]),
-        train_bar_words=frozenset(str(w).lower() for w in raw["train_bar_words"]),
-        eval_bar_words=frozenset(str(w).lower() for w in raw["eval_bar_words"]),
-        train_bar_forms=tuple(lazy(f["pattern"]) for f in raw.get("train_bar_forms") or ()),
-        data_bars=tuple(str(b).lower() for b in raw.get("data_bars") or ()),
-        ray_task_phases=tuple(
+
+
+def _progress_tables(raw: dict[str, Any]) -> dict[str, Any]:
+    """The bars' and step lines' tables (Tables fields)."""
+    counters = raw.get("step_counters") or []
+    return {
+        "load_bars": tuple(raw["load_bars"]),
+        "train_bar_words": frozenset(str(w).lower() for w in raw["train_bar_words"]),
+        "eval_bar_words": frozenset(str(w).lower() for w in raw["eval_bar_words"]),
+        "train_bar_forms": tuple(lazy(f["pattern"]) for f in raw.get("train_bar_forms") or ()),
+        "data_bars": tuple(str(b).lower() for b in raw.get("data_bars") or ()),
+        "ray_task_phases": tuple(
             (lazy(r["method"]), str(r["phase"]), _why(r)) for r in raw.get("ray_task_phases") or ()
         ),
-        allocator_warnings=warnings,
-        allocator_any=_any_of([w["pattern"] for w in raw["allocator_warnings"]]),
-        save_step_multiples=tuple(int(x) for x in raw["save_step_multiples"]),
-        card_patterns=tuple(lazy(c["pattern"]) for c in raw["card_names"]["forms"]),
-        card_hint=lazy("|".join(re.escape(h) for h in raw["card_names"]["hint"])),
-        zero_stage_files=tuple((z["contains"], int(z["stage"])) for z in raw["zero_stage"]["files"]),
-        zero_stage_code=tuple((z["contains"], int(z["stage"])) for z in raw["zero_stage"]["code"]),
-        zero_stage_lines=tuple(lazy(z["pattern"]) for z in raw["zero_stage"]["lines"]),
-        zero_stage_any=_any_of([z["pattern"] for z in raw["zero_stage"]["lines"]]),
-        output_dir_logs=tuple(raw["output_dir_logs"]),
-        trainer_log=str(raw["trainer_log"]),
-        step_counters=tuple(re.compile(c["pattern"]) for c in raw.get("step_counters") or ()),
-        step_counter_any=_any_of([c["pattern"] for c in raw["step_counters"]])
-        if raw.get("step_counters")
-        else None,
-        early_steps=int(raw.get("early_steps") or 0),
-        raw=raw,
-    )
+        "step_counters": tuple(re.compile(c["pattern"]) for c in counters),
+        "step_counter_any": _any_of([c["pattern"] for c in counters]) if counters else None,
+    }
+
+
+def _zero_stage_tables(raw: dict[str, Any]) -> dict[str, Any]:
+    """The ZeRO stage's tables (Tables fields)."""
+    zero = raw["zero_stage"]
+    return {
+        "zero_stage_files": tuple((z["contains"], int(z["stage"])) for z in zero["files"]),
+        "zero_stage_code": tuple((z["contains"], int(z["stage"])) for z in zero["code"]),
+        "zero_stage_lines": tuple(lazy(z["pattern"]) for z in zero["lines"]),
+        "zero_stage_any": _any_of([z["pattern"] for z in zero["lines"]]),
+    }
