@@ -96,3 +96,12 @@ def test_a_sibling_that_ended_in_another_error_lends_nothing() -> None:
     )
     f = parse_log_text(torn_down)
     assert f.phase == "unknown"
+
+
+def test_the_message_s_own_advice_wrapped_onto_a_line_ends_nothing() -> None:
+    wrapped = ZERO3_SOURCE_AFTER.replace(
+        " If reserved memory is >> allocated memory try setting max_split_size_mb",
+        "\nIf reserved memory is >> allocated memory try setting max_split_size_mb",
+    )
+    f = parse_log_text(wrapped)
+    assert f.phase == "first_batch" and f.requested_mib == 512.0

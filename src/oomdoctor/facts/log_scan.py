@@ -125,6 +125,10 @@ _PROCESS_RANK = lazy(r"Process rank: (\d+), world size: (\d+)")
 TRACEBACK_HEADER = "Traceback (most recent call last)"
 _MAX_TRACEBACK_LINES = 4000
 _MAX_TRAILING_LINES = 400
+# the sentences PyTorch's OOM message ends with, when a terminal or a page wrapped them onto lines of their own
+_MESSAGE_ADVICE = lazy(
+    r"max_split_size_mb|PYTORCH_CUDA_ALLOC_CONF|See documentation for Memory Management|fragmentation"
+)
 _RECENT_LINES = 8
 _MAX_WARNINGS = 20
 _CARD_LINE_CHARS = 1024
@@ -468,7 +472,8 @@ class LogScanner:
             if len(failure.trailing) < _MAX_TRAILING_LINES:
                 failure.trailing.append(text)
             return
-        failure.trailing_open = False
+        if not _MESSAGE_ADVICE.search(text):  # the message's own advice, wrapped onto its line, ends nothing
+            failure.trailing_open = False
 
     def _progress_line(self, run: Run, text: str) -> bool:
         """A bar's tail, a notebook bar or a Trainer metrics dict; True when the line is read."""
