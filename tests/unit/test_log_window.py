@@ -133,20 +133,21 @@ def _lines_of_every_log() -> list[str]:
 
 
 def test_a_line_without_a_needle_changes_nothing_the_gaps_drop() -> None:
-    """The gaps keep only progress bars and loss dicts: every other line the scanner acts on must hold a
+    """The gaps keep only progress bars, loss dicts and step lines: every other line the scanner acts on must hold a
     needle. A new check in LogScanner._segment whose lines hold none fails here (add its regex to
     log_needles._scanner_needles)."""
     from dataclasses import asdict
 
-    from oomdoctor.facts.log_needles import hit_pattern
+    from oomdoctor.facts.log_needles import hit_pattern, step_counter_literals
 
     finder = hit_pattern()
+    summed = (b"%|", b"'loss':", b"s/it", b"it/s", *(step_counter_literals() or ()))  # gaps sum these up
     quiet = {"recent", "last_content_was_traceback"}
     fresh = {k: v for k, v in asdict(LogScanner().run).items() if k not in quiet}
     checked = 0
     for line in _lines_of_every_log():
         raw = line.encode("utf-8")
-        if finder.search(raw) is not None or any(s in raw for s in (b"%|", b"'loss':", b"s/it", b"it/s")):
+        if finder.search(raw) is not None or any(s in raw for s in summed):
             continue
         scanner = LogScanner()
         scanner.feed_text(line + "\n")

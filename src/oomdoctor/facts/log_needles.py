@@ -137,8 +137,10 @@ def _scanner_needles() -> list[str] | None:
         *raw["run_start"],
         *(w["pattern"] for w in raw["allocator_warnings"]),
         *(z["pattern"] for z in raw["zero_stage"]["lines"]),
-        *(c["pattern"] for c in raw.get("step_counters") or ()),
     ]
+    if step_counter_literals() is None:
+        # a step line with no literal cannot be summed up in the gaps: its lines are read as hits instead
+        patterns += [c["pattern"] for c in raw.get("step_counters") or ()]
     for p in patterns:
         option = required_literals(p)
         if option is None:
@@ -147,7 +149,23 @@ def _scanner_needles() -> list[str] | None:
     return needles
 
 
-_KIND = "log-needles-v2"
+@functools.lru_cache(maxsize=1)
+def step_counter_literals() -> tuple[bytes, ...] | None:
+    """For each step line of the tables (``step_counters``), the literals one of which its lines hold: the
+    big-file reader sums step lines up in the gaps (their last one), as it does bars and loss dicts, instead
+    of reading each as a hit. None when a step line has none."""
+    from oomdoctor.facts.log_tables import tables
+
+    found: list[bytes] = []
+    for counter in tables().raw.get("step_counters") or ():
+        option = required_literals(counter["pattern"])
+        if option is None:
+            return None
+        found += [n.encode("utf-8") for n in option]
+    return tuple(sorted(set(found)))
+
+
+_KIND = "log-needles-v3"
 
 
 def _cached_needles() -> list[str] | None:

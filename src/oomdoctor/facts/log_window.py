@@ -16,15 +16,18 @@ before a failure, and the window before every hit holds those.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from oomdoctor.facts.log_needles import hit_pattern
+from oomdoctor.facts.log_needles import hit_pattern, step_counter_literals
 from oomdoctor.facts.log_scan import CLIP, MAX_LINE_CHARS, LogScanner
 from oomdoctor.facts.log_text import decode_block
 from oomdoctor.lazyre import lazy
 
 _LOSS = b"'loss':"
 _BAR = b"%|"
+_STEP_LINE_TRIES = (
+    64  # lines holding a step line's literal looked at from a gap's end before it is read whole
+)
 _NONSPACE = lazy(rb"\S")
 
 
@@ -253,8 +256,34 @@ class _Reader:
         if dicts:
             at, line = self._segment(buf.rfind(_LOSS, start, end), start, end)
             kept[at] = line
+        last_step_line = self._last_step_line(start, end)
+        if last_step_line is False:
+            return False  # too many lines hold a step line's literal without being one: read it in detail
+        if last_step_line is not None:
+            kept[last_step_line[0]] = last_step_line[1]
         for _, line in sorted(kept.items()):
             scanner.feed_text(line)
         if dicts > 1:
             scanner.run.snap.loss_dicts += dicts - 1
         return True
+
+    def _last_step_line(self, start: int, end: int) -> tuple[int, str] | None | Literal[False]:
+        """The gap's last step line (a line holding a literal of ``step_counter_literals`` that the tables' step
+        lines match), which the scanner reads for the steps done (a later one overrides an earlier one); None
+        when the gap has none, False when too many lines hold a literal without being one."""
+        literals = step_counter_literals() or ()
+        matcher = self.scanner.t.step_counter_any
+        if not literals or matcher is None:
+            return None
+        hi = end
+        for _ in range(_STEP_LINE_TRIES):
+            at = max((self.buf.rfind(lit, start, hi) for lit in literals), default=-1)
+            if at < 0:
+                return None
+            seg_start, line = self._segment(at, start, end)
+            if matcher.search(line):
+                return seg_start, line
+            hi = seg_start
+            if hi <= start:
+                return None
+        return False
