@@ -354,12 +354,15 @@ def test_bad_answer_value_lists_allowed() -> None:
     assert "first_batch" in str(info.value) and "long_sample" in str(info.value)
 
 
-def test_without_log_the_phase_is_asked() -> None:
+def test_without_log_the_memory_kind_then_the_phase_is_asked() -> None:
     d = diagnose(facts_of(config=course()))
-    assert d.oom and d.phase == "unknown" and d.proposal is None
-    keys = [q.key for q in d.questions]
-    # Only the phase: its answer settles whether the weights loaded, and which memory is asked next.
-    assert keys == ["phase"]
+    assert d.oom and d.phase == "unknown" and d.cause == "unknown" and d.proposal is None
+    # "GPU or host memory?" first: a host-RAM failure has its own changes in every phase
+    assert [q.key for q in d.questions] == ["memory_kind"]
+    d = diagnose(facts_of(config=course(), answers={"memory_kind": "gpu"}))
+    assert d.proposal is None and d.cause == "unknown"
+    # then only the phase: its answer settles whether the weights loaded
+    assert [q.key for q in d.questions] == ["phase"]
     phase_q = d.questions[0]
     assert phase_q.allowed == ["load", "first_batch", "long_sample", "eval", "save", "optimizer_step"]
     assert all(a.label["zh"] and a.label["en"] for a in phase_q.answers)
@@ -711,7 +714,7 @@ def test_json_contract_keys() -> None:
     for key in ("rule", "changes", "why", "cost", "judge"):
         assert key in out["proposal"]
     assert out["proposal"]["changes"]["per_device_train_batch_size"] == [4, 2]
-    d = diagnose(facts_of(config=course()))
+    d = diagnose(facts_of(config=course(), answers={"memory_kind": "gpu"}))
     q = d.to_json()["questions"][0]
     assert q["key"] == "phase" and "first_batch" in q["allowed"]
 
@@ -821,7 +824,10 @@ def test_cut_traceback_memory_kind() -> None:
 def test_questions_come_one_tier_at_a_time() -> None:
     config = course(fp16=None, bf16=True, per_device_train_batch_size=1, gradient_accumulation_steps=32)
     asked = [q.key for q in diagnose(facts_of(config=config)).questions]
+    assert asked == ["memory_kind"]
+    asked = [q.key for q in diagnose(facts_of(config=config, answers={"memory_kind": "gpu"})).questions]
     assert asked == ["phase"]
+    # answered in the other order (a user may answer the phase first), the memory kind is still asked
     asked = [q.key for q in diagnose(facts_of(config=config, answers={"phase": "first_batch"})).questions]
     assert asked == ["memory_kind"]
     answers = {"phase": "first_batch", "memory_kind": "gpu"}

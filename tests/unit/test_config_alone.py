@@ -1,6 +1,6 @@
 """With no log, what the config alone tells (rules/derive._phase): a config that runs no training step, whose
 weights fit the card, ran out in evaluation (with no card size it may as well have run out loading: asked); weights that alone are more than the card ran out while loading. Which memory ran out is still
-asked before any GPU-side change (issue 8 item 6)."""
+asked before any GPU-side change (issue 8 item 6), and no GPU-side cause is said until it is answered."""
 
 from __future__ import annotations
 
@@ -26,13 +26,15 @@ def test_a_generation_eval_config_with_no_training_is_placed_in_evaluation_and_a
     )
     model = model_from_name(config.model_name_or_path)
     diagnosis = diagnose(facts_of(config=config, model=model, capacity_mib=A100_80GB_MIB))
-    assert diagnosis.oom and diagnosis.phase == "eval" and diagnosis.cause == "eval_batch"
+    # placed, but no GPU-side cause is said while "GPU or host memory?" is open
+    assert diagnosis.oom and diagnosis.phase == "eval" and diagnosis.cause == "unknown"
     assert [q.key for q in diagnosis.questions] == ["memory_kind"] and diagnosis.proposal is None
     assert "no_log_config_phase" in [f.id for f in diagnosis.findings]
     answered = diagnose(
         facts_of(config=config, model=model, capacity_mib=A100_80GB_MIB, answers={"memory_kind": "gpu"})
     )
     assert answered.proposal is not None and answered.proposal.rule.startswith("eval.")
+    assert answered.cause == "eval_batch"
 
 
 def test_an_eval_only_config_with_no_card_size_may_have_run_out_loading_and_asks_where() -> None:
@@ -62,9 +64,13 @@ def test_weights_bigger_than_the_card_are_placed_at_loading() -> None:
     config = _config(model_name_or_path="meta-llama/Llama-3.1-70B-Instruct", do_train=True)
     model = model_from_name(config.model_name_or_path)
     diagnosis = diagnose(facts_of(config=config, model=model, capacity_mib=A100_80GB_MIB))
-    assert diagnosis.oom and diagnosis.phase == "load" and diagnosis.cause == "weights"
+    assert diagnosis.oom and diagnosis.phase == "load" and diagnosis.cause == "unknown"
     assert [q.key for q in diagnosis.questions] == ["memory_kind"]
     assert "no_log_weights_exceed" in [f.id for f in diagnosis.findings]
+    answered = diagnose(
+        facts_of(config=config, model=model, capacity_mib=A100_80GB_MIB, answers={"memory_kind": "gpu"})
+    )
+    assert answered.phase == "load" and answered.cause == "weights"
 
 
 def test_weights_that_fit_once_quantised_or_without_a_card_size_leave_the_phase_asked() -> None:
@@ -78,4 +84,7 @@ def test_weights_that_fit_once_quantised_or_without_a_card_size_leave_the_phase_
         facts_of(config=plain, model=model),
     ):
         diagnosis = diagnose(facts)
-        assert diagnosis.phase == "unknown" and [q.key for q in diagnosis.questions] == ["phase"]
+        # the memory kind first, the phase next
+        assert diagnosis.phase == "unknown" and [q.key for q in diagnosis.questions] == ["memory_kind"]
+        after = diagnose(facts.with_answers({"memory_kind": "gpu"}))
+        assert after.phase == "unknown" and [q.key for q in after.questions] == ["phase"]

@@ -14,10 +14,16 @@ from oomdoctor.rules.loader import LoadedNode, RuleSet
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question
 from oomdoctor.rules.walk import Walk, walk_rules
 
-# Questions go out one tier at a time, the most decisive first: where it ran out decides which nodes apply
-# at all; which memory (and whether the weights loaded) picks the branch; card facts and the nodes' own
-# questions only choose within it. The nodes' own questions join the last tier.
-QUESTION_TIERS: tuple[tuple[str, ...], ...] = (("phase",), ("weights_loaded", "memory_kind"), ("card_bf16",))
+# Questions go out one tier at a time, the most decisive first: which memory ran out (the GPU's or the
+# host's) comes before anything GPU-side is proposed, since a host-RAM failure has its own changes in every
+# phase; where it ran out then decides which nodes apply at all; whether the weights loaded picks the branch;
+# card facts and the nodes' own questions only choose within it. The nodes' own questions join the last tier.
+QUESTION_TIERS: tuple[tuple[str, ...], ...] = (
+    ("memory_kind",),
+    ("phase",),
+    ("weights_loaded",),
+    ("card_bf16",),
+)
 
 # An answer to the key settles these facts too (a phase past loading means the weights loaded).
 SETTLED_BY: dict[str, tuple[str, ...]] = {"phase": ("weights_loaded",)}
