@@ -198,7 +198,24 @@ class Derived:
     )
     dominant_cause: str | None = _fact(
         "what the failing step's biggest term is: logits when logits_evidence says so, else the estimate's "
-        "dominant term (logits / activations / weights / optimizer_state); None when neither tells"
+        "dominant term (logits / activations / weights / optimizer_state) when it is the same at every world "
+        "size the run may have (ZeRO shards some terms by it); None when neither tells"
+    )
+    weights_fill_step: bool = _fact(
+        "in a training step, the weights are known to be what fills the card (they loaded and fit, so "
+        "only then are they what to shrink there): their share of the card is at least 30 %, full "
+        "fine-tuning (a gradient and Adam state per parameter), or the failing frame gathers sharded "
+        "parameters (ZeRO-3 all-gather, FSDP unshard); never while ZeRO-3 "
+        "offloads them to the CPU, nor for a request no weight tensor can be (request_is_step_tensor)",
+        False,
+    )
+    request_is_step_tensor: bool = _fact(
+        "the failing request is larger than any single weight, gradient or Adam tensor of a model can be "
+        "(8 GiB, an fp32 embedding of 256k x 8192): in a training step that is activations or logits",
+        False,
+    )
+    reserve_share: float | None = _fact(
+        "the unused reserve (reserved by PyTorch but unallocated) as a share of the card; None when unknown"
     )
 
 
