@@ -357,11 +357,11 @@ def test_bad_answer_value_lists_allowed() -> None:
 def test_without_log_the_memory_kind_then_the_phase_is_asked() -> None:
     d = diagnose(facts_of(config=course()))
     assert d.oom and d.phase == "unknown" and d.cause == "unknown" and d.proposal is None
-    # "GPU or host memory?" first: a host-RAM failure has its own changes in every phase
-    assert [q.key for q in d.questions] == ["memory_kind"]
+    # "GPU or host memory?" and where, together (a host-RAM failure has its own changes in every phase);
+    # not whether the weights loaded: the phase's answer settles it
+    assert [q.key for q in d.questions] == ["memory_kind", "phase"]
     d = diagnose(facts_of(config=course(), answers={"memory_kind": "gpu"}))
     assert d.proposal is None and d.cause == "unknown"
-    # then only the phase: its answer settles whether the weights loaded
     assert [q.key for q in d.questions] == ["phase"]
     phase_q = d.questions[0]
     assert phase_q.allowed == ["load", "first_batch", "long_sample", "eval", "save", "optimizer_step"]
@@ -825,10 +825,10 @@ def test_cut_traceback_memory_kind() -> None:
 def test_questions_come_one_tier_at_a_time() -> None:
     config = course(fp16=None, bf16=True, per_device_train_batch_size=1, gradient_accumulation_steps=32)
     asked = [q.key for q in diagnose(facts_of(config=config)).questions]
-    assert asked == ["memory_kind"]
+    assert asked == ["memory_kind", "phase"]
     asked = [q.key for q in diagnose(facts_of(config=config, answers={"memory_kind": "gpu"})).questions]
     assert asked == ["phase"]
-    # answered in the other order (a user may answer the phase first), the memory kind is still asked
+    # one of the pair answered (a user may skip the other), the other is still asked
     asked = [q.key for q in diagnose(facts_of(config=config, answers={"phase": "first_batch"})).questions]
     assert asked == ["memory_kind"]
     answers = {"phase": "first_batch", "memory_kind": "gpu"}

@@ -84,7 +84,10 @@ def test_weights_that_fit_once_quantised_or_without_a_card_size_leave_the_phase_
         facts_of(config=plain, model=model),
     ):
         diagnosis = diagnose(facts)
-        # the memory kind first, the phase next
-        assert diagnosis.phase == "unknown" and [q.key for q in diagnosis.questions] == ["memory_kind"]
+        # which memory and where, together
+        assert diagnosis.phase == "unknown" and [q.key for q in diagnosis.questions] == [
+            "memory_kind",
+            "phase",
+        ]
         after = diagnose(facts.with_answers({"memory_kind": "gpu"}))
         assert after.phase == "unknown" and [q.key for q in after.questions] == ["phase"]

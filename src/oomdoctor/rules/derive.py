@@ -425,6 +425,20 @@ def _weights_fill_step(facts: Facts, weights_share: float | None, finetuning_typ
     return log is not None and bool(PARAMETER_GATHER_FRAMES.intersection(log.frames))
 
 
+PRECISION_KEYS = frozenset({"bf16", "fp16", "pure_bf16"})
+WHOLE_CONFIG_KEYS = frozenset(
+    {"model_name_or_path", "dataset"}
+)  # what every LLaMA-Factory training config has
+
+
+def _precision_stated(config: ConfigFacts | None) -> bool:
+    """See ``Derived.precision_stated``."""
+    if config is None:
+        return False
+    written = config.written_keys
+    return bool(PRECISION_KEYS & written) or written >= WHOLE_CONFIG_KEYS
+
+
 def _reserve_share(log: LogFacts | None) -> float | None:
     if log is None or log.reserved_unallocated_mib is None or not log.capacity_mib:
         return None
@@ -591,6 +605,7 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
         weights_fill_step=_weights_fill_step(facts, weights_share, finetuning_type),
         request_is_step_tensor=_request_is_step_tensor(log),
         reserve_share=_reserve_share(log),
+        precision_stated=_precision_stated(config),
         host_ram_needed_mib=(model_size * (run.processes_at_least or 1) if model_size is not None else None),
         padded_longest_tokens=padded,
         cutoff_candidate=cutoff[0],

@@ -99,18 +99,19 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
 
 def _no_error_line(facts: Facts, findings: list[Finding]) -> Diagnosis:
     """A traceback cut before its error line, or a log that stops with no error line at all: neither is
-    evidence of an OOM, so nothing is diagnosed; the finding says where it stops and the phase is asked first,
-    one tier at a time as always (an answer, or a memory kind, makes it an OOM: ``log_failed``). A log that
-    stops before the first step has its phase already: there the memory kind is asked."""
+    evidence of an OOM, so nothing is diagnosed; the finding says where it stops, and which memory ran out and
+    where are asked, the first tier as always (an answer makes it an OOM: ``log_failed``). A log that stops
+    before the first step has its phase already: there the memory kind alone is asked."""
     placed = facts.derived.phase if error_line_missing(facts) else "unknown"
-    key = "memory_kind" if facts.derived.log_stop == "load" or placed != "unknown" else "phase"
+    located = facts.derived.log_stop == "load" or placed != "unknown"
+    keys = ["memory_kind"] if located else ["memory_kind", "phase"]
     return _diagnosis(
         facts,
         oom=False,
         phase=placed,
         cause="unknown",
         findings=findings,
-        questions=[builtin_question(key, "engine")],
+        questions=[builtin_question(key, "engine") for key in keys],
     )
 
 

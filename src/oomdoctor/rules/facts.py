@@ -214,6 +214,12 @@ class Derived:
         "(8 GiB, an fp32 embedding of 256k x 8192): in a training step that is activations or logits",
         False,
     )
+    precision_stated: bool = _fact(
+        "the config says how the run computes: it writes bf16, fp16 or pure_bf16, or it is a whole training "
+        "config (model_name_or_path and dataset written), in which LLaMA-Factory runs fp32 without them; "
+        "False for a fragment (a thread's few keys), whose missing precision is unknown, not fp32",
+        False,
+    )
     reserve_share: float | None = _fact(
         "the unused reserve (reserved by PyTorch but unallocated) as a share of the card; None when unknown"
     )
