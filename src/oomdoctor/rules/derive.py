@@ -152,6 +152,8 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     over = _weights_against_card(facts) if log is None else None  # with no log: do the weights fit the card?
     if over is not None and over > 0:
         return "load", "weights_size"  # no log: the weights alone do not fit, so it stops while loading
+    if log is None and over is None and _weights_beyond_every_card(facts):
+        return "load", "weights_size_any_card"  # no card size, but no card the tool knows holds them
     if (
         config is not None
         and evaluation_only(config)
@@ -172,6 +174,22 @@ def _weights_against_card(facts: Facts) -> float | None:
     capacity, est = facts.derived.capacity_mib, facts.estimate
     weights = est.terms.get("weights") if est is not None else None
     return weights - capacity if capacity and weights else None
+
+
+def _weights_beyond_every_card(facts: Facts) -> bool:
+    """The estimate's weights on each card are more than the largest card of the table holds, and nothing
+    shards them over an unstated number of processes (ZeRO-3 or FSDP): with LLaMA-Factory placing the whole
+    model on each process's card for training and prediction, it cannot have got past loading."""
+    est = facts.estimate
+    weights = est.terms.get("weights") if est is not None else None
+    if not weights or facts.config is None:
+        return False
+    sharded = _zero_stage(facts) == 3 or facts.derived.sharded_by != "none"
+    if sharded and facts.derived.world_size_source in (None, "single"):
+        return False
+    from oomdoctor.estimate.cards import largest_card
+
+    return weights > largest_card().total_mib
 
 
 def evaluation_only(config: ConfigFacts) -> bool:

@@ -67,7 +67,9 @@ class Derived:
         "answer / log / schedule (the log narrows it to evaluation or save, the config's eval/save schedule "
         "at that step picks one) / weights_loaded / config / logits_size (a frameless message whose request "
         "is this batch's logits) / log_stop (a log with no error line that stops before the first step, made an "
-        "OOM by an answer) / weights_size (no log, and the weights alone on each card are more than the card) / none",
+        "OOM by an answer) / weights_size (no log, and the weights alone on each card are more than the card) / "
+        "weights_size_any_card (no log, no card size, and the weights alone are more than any card of the "
+        "table, unsharded or over a stated world size) / none",
         "none",
     )
     phase_candidates: tuple[str, ...] = _fact(

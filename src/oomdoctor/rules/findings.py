@@ -58,6 +58,16 @@ def _no_log(facts: Facts) -> list[Finding]:
         return finding(
             "no_log_weights_exceed", weights=mib_text(est.terms.get("weights")), card=mib_text(d.capacity_mib)
         )
+    if d.phase_source == "weights_size_any_card" and est is not None:
+        from oomdoctor.estimate.cards import largest_card
+
+        card = largest_card()
+        return finding(
+            "no_log_weights_exceed_any_card",
+            weights=mib_text(est.terms.get("weights")),
+            card=card.name,
+            card_mib=mib_text(card.total_mib),
+        )
     return finding("no_log")
 
 
