@@ -393,10 +393,11 @@ def _dominant_cause(facts: Facts, logits_evidence: str | None) -> str | None:
     est = facts.estimate
     if est is None:
         return None
-    terms = {est.dominant_term}
+    terms: set[str | None] = {est.dominant_term}
     if _world_size_open_under_zero(facts):
         terms |= {_dominant_at(facts, size) for size in ZERO_WORLD_SIZES}
-    return _CAUSE_OF_TERM.get(terms.pop()) if len(terms) == 1 else None
+    term = terms.pop() if len(terms) == 1 else None
+    return _CAUSE_OF_TERM.get(term) if term is not None else None
 
 
 def _world_size_open_under_zero(facts: Facts) -> bool:
@@ -410,8 +411,9 @@ def _world_size_open_under_zero(facts: Facts) -> bool:
     )
 
 
-def _dominant_at(facts: Facts, world_size: int) -> str:
-    """The estimate's dominant term had the run ``world_size`` processes."""
+def _dominant_at(facts: Facts, world_size: int) -> str | None:
+    """The estimate's dominant term had the run ``world_size`` processes (None: no estimate at that size)."""
+    from oomdoctor.errors import BadInput
     from oomdoctor.estimate import estimate
     from oomdoctor.estimate.calibrate import calibration_of
 
@@ -419,9 +421,13 @@ def _dominant_at(facts: Facts, world_size: int) -> str:
     assert config is not None and model is not None and est is not None
     sized = dataclasses.replace(config, world_size=world_size)
     capacity = facts.derived.capacity_mib
-    return estimate(
-        sized, model, data=facts.data, gpu_total_mib=capacity, calibration=calibration_of(est)
-    ).dominant_term
+    try:
+        at_size = estimate(
+            sized, model, data=facts.data, gpu_total_mib=capacity, calibration=calibration_of(est)
+        )
+    except BadInput:
+        return None
+    return at_size.dominant_term
 
 
 def _request_is_step_tensor(log: LogFacts | None) -> bool:
