@@ -449,6 +449,16 @@ def _weights_fill_step(facts: Facts, weights_share: float | None, finetuning_typ
     return log is not None and bool(PARAMETER_GATHER_FRAMES.intersection(log.frames))
 
 
+STEP_PHASES = frozenset({"first_batch", "long_sample", "optimizer_step"})
+
+
+def _fixed_cause(phase: str, finetuning_type: str | None) -> str | None:
+    """See ``Derived.fixed_cause``."""
+    if phase == "unknown":
+        return None
+    return "optimizer_state" if finetuning_type == "full" and phase in STEP_PHASES else "weights"
+
+
 PRECISION_KEYS = frozenset({"bf16", "fp16", "pure_bf16"})
 WHOLE_CONFIG_KEYS = frozenset(
     {"model_name_or_path", "dataset"}
@@ -630,6 +640,7 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
         request_is_step_tensor=_request_is_step_tensor(log),
         reserve_share=_reserve_share(log),
         precision_stated=_precision_stated(config),
+        fixed_cause=_fixed_cause(phase, finetuning_type),
         host_ram_needed_mib=(model_size * (run.processes_at_least or 1) if model_size is not None else None),
         padded_longest_tokens=padded,
         cutoff_candidate=cutoff[0],

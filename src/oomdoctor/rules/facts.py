@@ -216,6 +216,11 @@ class Derived:
         "(8 GiB, an fp32 embedding of 256k x 8192): in a training step that is activations or logits",
         False,
     )
+    fixed_cause: str | None = _fact(
+        "what the part of the run that no batch setting shrinks is, where it ran out: optimizer_state when "
+        "every parameter is trained and it ran out in a step (a gradient and Adam's fp32 state per parameter, "
+        "seven times the 16-bit weights), weights otherwise; None while the phase is unknown"
+    )
     precision_stated: bool = _fact(
         "the config says how the run computes: it writes bf16, fp16 or pure_bf16, or it is a whole training "
         "config (model_name_or_path and dataset written), in which LLaMA-Factory runs fp32 without them; "
