@@ -93,3 +93,17 @@ def test_no_gpu_side_cause_while_the_memory_kind_is_only_assumed() -> None:
     answered = diagnose(facts.with_answers({"memory_kind": "gpu"}))
     assert answered.cause == "weights"
     assert diagnose(facts.with_answers({"memory_kind": "host"})).cause == "host_ram"
+
+
+def test_a_huge_request_while_loading_or_in_the_update_is_not_taken_for_the_steps() -> None:
+    # DeepSpeed's initialise flattens every parameter into one buffer; a fused update works on flattened tensors
+    log = parse_log_text(
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 25.88 GiB (GPU 4; 7"
+    )
+    config = config_from_mapping({"finetuning_type": "full", "per_device_train_batch_size": 1})
+    for phase in ("load", "optimizer_step"):
+        facts = facts_of(config=config, log=log, answers={"phase": phase, "memory_kind": "gpu"})
+        assert not facts.derived.request_is_step_tensor
+        assert diagnose(facts).proposal is not None
+    loading = diagnose(facts_of(config=config, log=log, answers={"phase": "load", "memory_kind": "gpu"}))
+    assert "load.full_to_lora" in [loading.proposal.rule, *(a.rule for a in loading.alternatives)]

@@ -430,17 +430,25 @@ def _dominant_at(facts: Facts, world_size: int) -> str | None:
     return at_size.dominant_term
 
 
-def _request_is_step_tensor(log: LogFacts | None) -> bool:
-    """The request is larger than any single weight, gradient or Adam tensor can be (STEP_TENSOR_MIN_MIB)."""
-    return log is not None and (log.requested_mib or 0.0) >= STEP_TENSOR_MIN_MIB
+# Where a request that large can only be the forward/backward's: loading (DeepSpeed's initialise flattens every
+# parameter into one buffer) and the optimizer step (a fused update over flattened tensors) have their own.
+FORWARD_PHASES = frozenset({"first_batch", "long_sample"})
 
 
-def _weights_fill_step(facts: Facts, weights_share: float | None, finetuning_type: str | None) -> bool:
+def _request_is_step_tensor(log: LogFacts | None, phase: str) -> bool:
+    """In a forward/backward, the request is larger than any single weight, gradient or Adam tensor can be
+    (STEP_TENSOR_MIN_MIB)."""
+    return phase in FORWARD_PHASES and log is not None and (log.requested_mib or 0.0) >= STEP_TENSOR_MIN_MIB
+
+
+def _weights_fill_step(
+    facts: Facts, weights_share: float | None, finetuning_type: str | None, phase: str
+) -> bool:
     """In a training step, the weights are known to be what fills the card: see ``Derived.weights_fill_step``."""
     config, log = facts.config, facts.log
     if config is not None and config.offload_param and _zero_stage(facts) == 3:
         return False  # ZeRO-3 keeps them in host memory, gathering a layer at a time
-    if _request_is_step_tensor(log):
+    if _request_is_step_tensor(log, phase):
         return False
     if weights_share is not None and weights_share >= STEP_WEIGHTS_SHARE:
         return True
@@ -636,8 +644,8 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
         other_process_pids=tuple(other_pids),
         model_size_mib=model_size,
         weights_share=weights_share,
-        weights_fill_step=_weights_fill_step(facts, weights_share, finetuning_type),
-        request_is_step_tensor=_request_is_step_tensor(log),
+        weights_fill_step=_weights_fill_step(facts, weights_share, finetuning_type, phase),
+        request_is_step_tensor=_request_is_step_tensor(log, phase),
         reserve_share=_reserve_share(log),
         precision_stated=_precision_stated(config),
         fixed_cause=_fixed_cause(phase, finetuning_type),

@@ -212,8 +212,9 @@ class Derived:
         False,
     )
     request_is_step_tensor: bool = _fact(
-        "the failing request is larger than any single weight, gradient or Adam tensor of a model can be "
-        "(8 GiB, an fp32 embedding of 256k x 8192): in a training step that is activations or logits",
+        "it ran out in a forward/backward (first_batch, long_sample) on a request larger than any single "
+        "weight, gradient or Adam tensor of a model can be (8 GiB, an fp32 embedding of 256k x 8192): the "
+        "step's activations or logits (loading and the optimizer step allocate flattened buffers that large)",
         False,
     )
     fixed_cause: str | None = _fact(
