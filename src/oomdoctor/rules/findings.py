@@ -303,8 +303,8 @@ def _dominant_term(facts: Facts) -> list[Finding]:
     if est is None or est.dominant_term not in est.terms:
         return []
     term = est.dominant_term
-    # the term's name as the user reads it (catalogue: dominant_term_<term>)
-    name = both(f"dominant_term_{term}") if f"dominant_term_{term}" in MESSAGES else Text(en=term, zh=term)
+    # the term's one name, the same in every view (catalogue: shared term_<term>)
+    name = both(f"term_{term}") if f"term_{term}" in MESSAGES else Text(en=term, zh=term)
     return finding("dominant_term", term=name, mib=mib_text(est.terms[term]))
 
 
