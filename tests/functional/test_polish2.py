@@ -16,6 +16,8 @@ from oomdoctor import catalogue
 from oomdoctor.api import gather
 from oomdoctor.cli import main
 from oomdoctor.demo import demo_known, demo_paths
+from oomdoctor.facts.gpu import FakeGpuSource
+from oomdoctor.i18n import msg, pick
 from oomdoctor.report.diagnosis import report as diagnosis_report
 from oomdoctor.rules.engine import diagnose
 from oomdoctor.text import Text
@@ -30,6 +32,11 @@ LANGS = ("en", "zh")
 def demo_facts() -> Any:
     config, log = demo_paths()
     return gather(config, log, **demo_known())
+
+
+def _demo_app(cwd: Path, lang: str) -> Any:
+    return build_app(demo=True, lang=lang, gpu_source=FakeGpuSource(), trial_launcher=lambda *a, **k: None,
+                     clock=fixed_clock, cwd=cwd)  # fmt: skip
 
 
 def _plain(renderable: Any) -> str:
@@ -78,10 +85,7 @@ def test_every_term_has_one_name_in_the_table_the_facts_and_the_reports(
 
 @pytest.mark.parametrize("lang", LANGS)
 async def test_the_app_names_the_largest_term_as_the_table_does(tmp_path: Path, lang: str) -> None:
-    from oomdoctor.facts.gpu import FakeGpuSource
-
-    app = build_app(demo=True, lang=lang, gpu_source=FakeGpuSource(), trial_launcher=lambda *a, **k: None,
-                    clock=fixed_clock, cwd=tmp_path)  # fmt: skip
+    app = _demo_app(tmp_path, lang)
     async with app.run_test(size=(120, 40)) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -95,3 +99,39 @@ async def test_the_app_names_the_largest_term_as_the_table_does(tmp_path: Path, 
         assert isinstance(app.screen, ExplainScreen)
         body = _plain(app.screen.query_one("#explain-body Static", Static).content)
     assert name in body  # the Explain dialog's "what was noticed"
+
+
+# --- gradient checkpointing, already on, said once --------------------------------------------------------
+GC_WORDS = {"en": "gradient checkpointing", "zh": "梯度检查点"}
+
+
+def _demo_diagnosis(demo_facts: Any) -> Any:
+    diagnosis = diagnose(demo_facts)
+    assert diagnosis.proposal is not None and diagnosis.proposal.already_on  # the gc guard held
+    return diagnosis
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_report_names_what_is_already_on_once(demo_facts: Any, lang: str) -> None:
+    diagnosis = _demo_diagnosis(demo_facts)
+    text = diagnosis_report(diagnosis, lang)
+    assert text.lower().count(GC_WORDS[lang]) == 1, text  # in the proposal's "Already on"
+    assert pick(diagnosis.proposal.already_on[0], lang) in text
+    assert msg("in_fp16", lang) in text  # what no guard says stays in the finding
+    assert msg("in_gc_default", lang) not in text
+
+
+@pytest.mark.parametrize("lang", LANGS)
+async def test_explain_names_what_is_already_on_once(tmp_path: Path, lang: str) -> None:
+    async with _demo_app(tmp_path, lang).run_test(size=(120, 40)) as pilot:
+        app = pilot.app
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExplainScreen)
+        body = _plain(app.screen.query_one("#explain-body Static", Static).content)
+        already_on = pick(app.session.current_proposal.already_on[0], lang)
+    assert body.lower().count(GC_WORDS[lang]) == 1, body
+    assert " ".join(already_on.split()) in " ".join(body.split())  # said with the change
+    assert msg("in_fp16", lang) in body
