@@ -11,19 +11,23 @@ import pytest
 from rich.console import Console
 from textual.widgets import Static
 
-from functional.tui_helpers import fixed_clock, screen_text
+from functional.tui_helpers import ScriptedTrial, apply_first_proposal, fixed_clock, screen_text
 from oomdoctor import catalogue
 from oomdoctor.api import gather
 from oomdoctor.cli import main
 from oomdoctor.demo import demo_known, demo_paths
 from oomdoctor.facts.gpu import FakeGpuSource
 from oomdoctor.i18n import msg, pick
+from oomdoctor.report import units
 from oomdoctor.report.diagnosis import report as diagnosis_report
 from oomdoctor.rules.engine import diagnose
 from oomdoctor.text import Text
+from oomdoctor.tui.charts import USAGE_MIN_ROWS, UsageChart, power_scale_top
 from oomdoctor.tui.factory import build_app
 from oomdoctor.tui.render import facts_rows
 from oomdoctor.tui.screens import ExplainScreen
+from oomdoctor.tui.strings import t
+from oomdoctor.tui.trial_screen import TrialScreen
 
 LANGS = ("en", "zh")
 
@@ -135,3 +139,57 @@ async def test_explain_names_what_is_already_on_once(tmp_path: Path, lang: str) 
     assert body.lower().count(GC_WORDS[lang]) == 1, body
     assert " ".join(already_on.split()) in " ".join(body.split())  # said with the change
     assert msg("in_fp16", lang) in body
+
+
+# --- utilisation and power as a chart ---------------------------------------------------------------------
+async def _running_trial(
+    app: Any, pilot: Any, launcher: ScriptedTrial, user_dir: Path, gpu_source: Any
+) -> Any:
+    await apply_first_proposal(app, pilot, user_dir, gpu_source)
+    await pilot.press("t", "enter")
+    assert launcher.started.wait(10)
+    await pilot.pause()
+    await pilot.pause()
+    screen = app.screen
+    assert isinstance(screen, TrialScreen)
+    return screen
+
+
+def _column(text: str, region: Any) -> str:
+    """The lines of ``region`` in a screen's text (what lies left of the usage chart, the memory chart, is one
+    cell a character)."""
+    lines = text.splitlines()[region.y : region.y + region.height]
+    return "\n".join(line[region.x : region.x + region.width] for line in lines)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.parametrize("lang", LANGS)
+async def test_utilisation_and_power_are_charted_beside_the_memory(
+    user_dir: Path, gpu_source: Any, lang: str, size: tuple[int, int]
+) -> None:
+    launcher = ScriptedTrial(outcome="ok", wait_for_stop=True, hold_s=5.0)
+    app = build_app(lang=lang, gpu_source=gpu_source, trial_launcher=launcher, clock=fixed_clock,
+                    cwd=user_dir, scan_at_start=False)  # fmt: skip
+    async with app.run_test(size=size) as pilot:
+        screen = await _running_trial(app, pilot, launcher, user_dir, gpu_source)
+        chart = screen.query_one("#trial-usage", UsageChart)
+        side = screen.query_one("#trial-side").region
+        running = (chart.drawn, chart.region, _column(screen_text(app), chart.region))
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        done = (chart.drawn, screen_text(app))
+    drawn, region, plot = running
+    # live: both series under their figures, each with its scale, inside the 30-cell column
+    assert drawn and region.height >= USAGE_MIN_ROWS and side.contains_region(region)
+    powers = [60.0 + 40 * i for i in range(5)]  # what ScriptedTrial samples
+    top = power_scale_top(max(powers))
+    for tick in (units.percent(100), units.percent(0), units.watts(top), units.watts(0)):
+        assert tick in plot, (tick, plot)
+    assert any(ch in plot for ch in "⠁⠂⠄⡀⠈⠐⠠⢀")  # the lines themselves (braille)
+    # ended: the charts shrink above the result; the column keeps the figures, the chart needs more rows
+    drawn_done, text_done = done
+    assert not drawn_done
+    for key, figure in (("trial_util", units.percent(80)), ("trial_power", units.watts(220))):
+        assert t(key, lang, **{key.removeprefix("trial_"): figure}) in text_done
