@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import io
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from rich.console import Console
 from textual.widgets import Static
 
+import oomdoctor.tui as tui_package
 from functional.tui_helpers import ScriptedTrial, apply_first_proposal, fixed_clock, screen_text
 from oomdoctor import catalogue
 from oomdoctor.api import gather
@@ -22,6 +24,7 @@ from oomdoctor.report import units
 from oomdoctor.report.diagnosis import report as diagnosis_report
 from oomdoctor.rules.engine import diagnose
 from oomdoctor.text import Text
+from oomdoctor.tui.bindings import localized, words_of
 from oomdoctor.tui.charts import USAGE_MIN_ROWS, UsageChart, power_scale_top
 from oomdoctor.tui.factory import build_app
 from oomdoctor.tui.render import facts_rows
@@ -193,3 +196,55 @@ async def test_utilisation_and_power_are_charted_beside_the_memory(
     assert not drawn_done
     for key, figure in (("trial_util", units.percent(80)), ("trial_power", units.watts(220))):
         assert t(key, lang, **{key.removeprefix("trial_"): figure}) in text_done
+
+
+# --- the keys' words come from the catalogue alone --------------------------------------------------------
+TUI = Path(tui_package.__file__).parent
+
+
+def _screens_with_bindings() -> list[type]:
+    import importlib
+    import inspect
+
+    owners: list[type] = []
+    for module_file in sorted(TUI.glob("*.py")):
+        module = importlib.import_module(f"oomdoctor.tui.{module_file.stem}")
+        owners += [
+            cls
+            for _, cls in inspect.getmembers(module, inspect.isclass)
+            if cls.__module__ == module.__name__ and "BINDINGS" in vars(cls)
+        ]
+    return owners
+
+
+def test_no_binding_is_made_with_words_of_its_own() -> None:
+    makers = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted(TUI.glob("*.py"))
+        if path.name != "bindings.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Binding"
+    ]
+    assert makers == []  # every binding is bindings.bind(keys, action, id=...)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_key_reads_its_words_from_the_catalogue(lang: str) -> None:
+    owners = _screens_with_bindings()
+    assert {"OomDoctorApp", "MainScreen", "TrialScreen", "WatchScreen", "DoctorModal"} <= {
+        o.__name__ for o in owners
+    }
+    for owner in owners:
+        for binding in owner.BINDINGS:
+            assert binding.id, (owner.__name__, binding.key)
+            words = words_of(binding.id)
+            assert (binding.description, binding.tooltip) == (
+                t(f"key_{words}", "en"),
+                t(f"key_{words}_tip", "en"),
+            )
+            shown = localized(binding, lang)
+            assert (shown.description, shown.tooltip) == (
+                t(f"key_{words}", lang),
+                t(f"key_{words}_tip", lang),
+            )

@@ -200,7 +200,6 @@ _CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
 CJK_ALLOWED = {
     ("cli.py", ",。、;:!?)》」』"): "typography, not a text: marks a wrapped help line never starts with",
     ("cli.py", "(《「『"): "typography, not a text: marks a wrapped help line never ends with",
-    ("tui/app.py", "中文"): "the language key's placeholder label: tui/bindings.py relabels it from key_lang",
 }
 
 

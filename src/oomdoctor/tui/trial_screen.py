@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical, VerticalScroll
 from textual.widgets import Footer, Static
 
@@ -19,6 +18,7 @@ from oomdoctor.patch.writer import COMMAND_NAME
 from oomdoctor.report import units
 from oomdoctor.tui import messages
 from oomdoctor.tui.base import BACK_KEYS, DoctorScreen
+from oomdoctor.tui.bindings import bind
 from oomdoctor.tui.charts import LINE_COLOURS, MARK_NAMES, USAGE_COLOURS, MemoryChart, Series, UsageChart
 from oomdoctor.tui.comparison import ComparisonView, baseline_row
 from oomdoctor.tui.render import busiest_reading, fmt_gib, trial_outcome_line
@@ -62,12 +62,12 @@ def usage_series(history: list[Any], gpu: str | None) -> tuple[Series, Series]:
 
 class TrialScreen(DoctorScreen):
     BINDINGS = [
-        Binding("s", "stop", "Stop", id="stop", tooltip="Stop the trial"),
-        Binding("d", "rediagnose", "Proposals", id="rediagnose", tooltip="Diagnose the failed trial"),
-        Binding("c", "copy_command", "Command", id="copy", tooltip="Show the training command"),
-        Binding("o", "toggle_log", "Log", id="toggle_log", tooltip="Unfold or fold the trial's log"),
-        Binding(BACK_KEYS, "back", "Back", id="back", tooltip="Back to the proposal"),
-        Binding("escape", "back", "Back", id="back", tooltip="Back to the proposal", show=False),
+        bind("s", "stop", id="stop"),
+        bind("d", "rediagnose", id="rediagnose"),
+        bind("c", "copy_command", id="copy"),
+        bind("o", "toggle_log", id="toggle_log"),
+        bind(BACK_KEYS, "back", id="back"),
+        bind("escape", "back", id="back", show=False),
     ]
 
     def __init__(self, feed: TrialFeed) -> None:
