@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +249,27 @@ def test_every_key_reads_its_words_from_the_catalogue(lang: str) -> None:
                 t(f"key_{words}", lang),
                 t(f"key_{words}_tip", lang),
             )
+
+
+# --- small ones -------------------------------------------------------------------------------------------
+_KEY_IN_TEXT = re.compile(r"\b(msg|both|t)\(\"([a-z0-9_]+)\"")
+
+
+def test_a_key_a_docstring_names_exists() -> None:
+    """A docstring's example (``BadInput(msg("file_missing", ...))``) names a key the catalogue has."""
+    named = []
+    for path in sorted((TUI.parent).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                doc = ast.get_docstring(node) or ""
+                named += [(path.name, call, key) for call, key in _KEY_IN_TEXT.findall(doc)]
+    assert named  # errors.BadInput's docstring shows how a message is made
+    missing = [n for n in named if catalogue.lookup("tui" if n[1] == "t" else "core", n[2]) is None]
+    assert missing == []
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_fields_of_a_text_are_the_same_in_either_language(lang: str) -> None:
+    entry = catalogue.lookup("core", "file_missing")
+    assert entry is not None
+    assert catalogue.fields(entry[lang]) == {"what", "path"}
