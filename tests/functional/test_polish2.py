@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from textual.app import App, ComposeResult
 from textual.widgets import Static
 
 import oomdoctor.tui as tui_package
@@ -273,3 +274,28 @@ def test_the_fields_of_a_text_are_the_same_in_either_language(lang: str) -> None
     entry = catalogue.lookup("core", "file_missing")
     assert entry is not None
     assert catalogue.fields(entry[lang]) == {"what", "path"}
+
+
+class _UsageApp(App[None]):
+    CSS = "UsageChart { height: 8; width: 30; }"
+
+    def compose(self) -> ComposeResult:
+        yield UsageChart()
+
+
+async def test_the_usage_chart_draws_the_series_it_has_each_with_its_scale() -> None:
+    async with _UsageApp().run_test(size=(40, 10)) as pilot:
+        chart = pilot.app.query_one(UsageChart)
+        chart.set_data(([], []), ([], []), right_s=1.0)  # no GPU: the host's memory alone, no usage
+        await pilot.pause()
+        assert not chart.drawn and not _plain(chart.render()).strip()
+        chart.set_data(([0.0, 0.5, 1.0], [10.0, 60.0, 90.0]), ([], []), right_s=1.0)  # no power reading
+        await pilot.pause()
+        util_only = _plain(chart.render())
+        chart.set_data(([], []), ([0.0, 0.5, 1.0], [60.0, 240.0, 260.0]), right_s=1.0)
+        await pilot.pause()
+        power_only = _plain(chart.render())
+        assert chart.drawn
+    assert units.percent(100) in util_only and " W" not in util_only
+    assert units.watts(power_scale_top(260.0)) in power_only and "%" not in power_only
+    assert power_scale_top(260.0) == 300.0 and power_scale_top(42.0) == 50.0 and power_scale_top(0.0) == 10.0
