@@ -68,6 +68,9 @@ def _no_log(facts: Facts) -> list[Finding]:
             card=card.name,
             card_mib=mib_text(card.total_mib),
         )
+    if d.phase_source == "answer":
+        # placed by the user's word: what is still open is which memory ran out, or nothing
+        return finding("no_log_memory_open" if d.memory_kind_source is None else "no_log_answered")
     return finding("no_log")
 
 
