@@ -107,3 +107,13 @@ def test_a_huge_request_while_loading_or_in_the_update_is_not_taken_for_the_step
         assert diagnose(facts).proposal is not None
     loading = diagnose(facts_of(config=config, log=log, answers={"phase": "load", "memory_kind": "gpu"}))
     assert "load.full_to_lora" in [loading.proposal.rule, *(a.rule for a in loading.alternatives)]
+
+
+def test_with_no_log_the_finding_says_what_is_still_open_once_the_phase_is_answered() -> None:
+    config = config_from_mapping({"finetuning_type": "lora", "per_device_train_batch_size": 4})
+    ids = [f.id for f in diagnose(facts_of(config=config)).findings]
+    assert "no_log" in ids
+    placed = diagnose(facts_of(config=config, answers={"phase": "eval"}))
+    assert "no_log_memory_open" in [f.id for f in placed.findings] and placed.proposal is None
+    both = diagnose(facts_of(config=config, answers={"phase": "eval", "memory_kind": "gpu"}))
+    assert "no_log_answered" in [f.id for f in both.findings] and both.proposal is not None
