@@ -145,8 +145,7 @@ def _case_config(fields: dict[str, Any]) -> dict[str, Any]:
 
 def located_or_asked(cases: list[dict[str, Any]]) -> tuple[int, int, int]:
     """Diagnose each case with everything its reporter gave (config fields + log) and print one row per case:
-    the phase is right ("ok"), or unknown with the phase question (or the memory kind's, asked before it)
-    asked ("asks"), or wrong. A label "other"
+    the phase is right ("ok"), or unknown with the phase question asked ("asks"), or wrong. A label "other"
     is right when the phase stays unknown. (located, asked, wrong)"""
     from oomdoctor.rules.assemble import facts_of
     from oomdoctor.rules.engine import diagnose
@@ -161,10 +160,7 @@ def located_or_asked(cases: list[dict[str, Any]]) -> tuple[int, int, int]:
         if diagnosis.phase == expected or (label == "other" and diagnosis.phase == "unknown"):
             verdict = "ok"
             correct += 1
-        # the phase is asked, or the memory kind asked before it ("GPU or host memory?" comes first)
-        elif diagnosis.phase == "unknown" and any(
-            q.key in ("phase", "memory_kind") for q in diagnosis.questions
-        ):
+        elif diagnosis.phase == "unknown" and any(q.key == "phase" for q in diagnosis.questions):
             verdict = "asks"
             asked += 1
         else:
