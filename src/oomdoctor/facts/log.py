@@ -83,8 +83,8 @@ def _read_path(p: Path, tail_bytes: int | None, reassemble_max_bytes: int) -> tu
             raise BadInput(msg("log_binary", None, path=p))
         messy = _messy_text(data)
         if messy is not None:  # it holds an OOM message, so it is not empty either
-            facts = parse_log_text(messy[0], path=str(p))
-            facts.bytes_read, facts.encoding = len(data), messy[1]
+            facts = _parse_text(*messy[:2], path=str(p))
+            facts.bytes_read, facts.encoding = len(data), messy[2]
             return facts, True
     scanner = LogScanner()
     bytes_read, truncated, encoding = _scan_file(p, scanner, tail_bytes)
@@ -97,12 +97,13 @@ def _read_whole(p: Path) -> bytes:
         return fh.read()
 
 
-def _messy_text(data: bytes) -> tuple[str, str] | None:
-    """The text of a log's bytes and its encoding when reassembly changes the text, else None."""
+def _messy_text(data: bytes) -> tuple[str, str, str] | None:
+    """(text, its reassembled text, encoding) of a log's bytes when reassembly changes the text, else None."""
     if looks_binary(data[:_SNIFF_BYTES]):
         return None
     text, encoding = decode_block(data, bom_encoding(data[:4]))
-    return (text, encoding) if reassemble(text) != text else None
+    reassembled = reassemble(text)
+    return (text, reassembled, encoding) if reassembled != text else None
 
 
 def _reassembled_instead(p: Path, facts: LogFacts, data: bytes) -> tuple[LogFacts, bool]:
@@ -110,18 +111,23 @@ def _reassembled_instead(p: Path, facts: LogFacts, data: bytes) -> tuple[LogFact
     messy = _messy_text(data)
     if messy is None:
         return facts, False
-    again = parse_log_text(messy[0], path=str(p))
+    again = _parse_text(*messy[:2], path=str(p))
     again.bytes_read, again.encoding = facts.bytes_read, facts.encoding
     return again, True
 
 
 def parse_log_text(text: str, *, path: str | None = None) -> LogFacts:
     """Read a log given as text (a pasted excerpt, a case file). Text that is a trainer_log.jsonl works too."""
+    return _parse_text(text, None, path)
+
+
+def _parse_text(text: str, reassembled: str | None, path: str | None) -> LogFacts:
+    """``parse_log_text``, given ``reassemble(text)`` where the caller has it already."""
     records = _trainer_records(text)
     if records is not None:
         return _facts_from(LogScanner(), path=path, trainer_log=records, bytes_read=len(text))
     scanner = LogScanner()
-    scanner.feed_text(reassemble(text))
+    scanner.feed_text(reassemble(text) if reassembled is None else reassembled)
     facts = _facts_from(scanner, path=path, bytes_read=len(text))
     facts.ranks = rank_report(text)
     return facts
