@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 # the few milliseconds of rebuilding it, so the bound is generous and by age of writing alone.
 KEEP_PER_KIND = 64
 _SUFFIX = ".marshal"
+CALIBRATIONS = "calibration"  # the folder of the trials' calibrations (estimate/calibrate.py), not entries
 _TMP = ".tmp-"  # an entry being written (pruning leaves it alone)
 _OLD_SUFFIX = ".json"  # the format before marshal: never read again, removed on the kind's next write
 _FORMAT = f"{sys.implementation.cache_tag} marshal {marshal.version}"
@@ -38,6 +39,15 @@ def cache_root(environ: Mapping[str, str] | None = None) -> Path:
     from pathlib import Path  # not on a start that reads only marshal entries (``--help``)
 
     return Path(_cache_dir(environ))
+
+
+def any_file(folder: str, suffix: str) -> bool:
+    """Whether the cache's ``folder`` holds a file named ``*suffix``: a look before importing what reads them."""
+    try:
+        with os.scandir(os.path.join(_cache_dir(), folder)) as it:
+            return any(e.name.endswith(suffix) for e in it)
+    except OSError:
+        return False
 
 
 def _cache_dir(environ: Mapping[str, str] | None = None) -> str:
