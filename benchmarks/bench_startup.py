@@ -41,9 +41,12 @@ HEAVY = ("torch", "transformers", "datasets", "llamafactory", "textual", "pydant
 BARE = ["-c", "pass"]
 BARE_TEXTUAL = ["-c", "import textual.app"]
 DIAGNOSE = ["-m", "oomdoctor.cli", "diagnose", "--config", str(CONFIG), "--log", str(LOG), "--json"]
+# What the installed `oomdoctor` script runs (pip's console-script wrapper): no runpy, unlike `python -m`.
+CONSOLE_SCRIPT = "import re, sys; from oomdoctor.cli import main; sys.exit(main())"
 COMMANDS = {
     "oomdoctor --help": ["-m", "oomdoctor.cli", "--help"],
     "oomdoctor diagnose --json": DIAGNOSE,
+    "diagnose --json, as the installed script": ["-c", CONSOLE_SCRIPT, *DIAGNOSE[2:]],
     "oomdoctor diagnose --lengths (text)": [
         *DIAGNOSE[:-1], "--lengths", str(LENGTHS),
     ],  # fmt: skip
@@ -133,6 +136,8 @@ def until_line_s(args: list[str], env: dict[str, str], line: str) -> float:
 
 
 def heavy_modules(args: list[str], env: dict[str, str]) -> list[str]:
+    if args[:2] == ["-c", CONSOLE_SCRIPT]:
+        args = ["-m", "oomdoctor.cli", *args[2:]]
     if args[:1] != ["-m"]:
         return []
     code = PROBE.replace("__HEAVY_LIST__", repr(json.dumps(HEAVY)))
