@@ -83,7 +83,7 @@ def read(kind: str, key: str) -> Any | None:
     try:
         with open(_entry(kind, key), "rb") as f:
             stored = marshal.loads(f.read())
-    except (OSError, ValueError, EOFError, TypeError):
+    except (OSError, ValueError, EOFError, TypeError, MemoryError):  # MemoryError: a damaged length field
         return None
     if not isinstance(stored, tuple) or len(stored) != 2 or stored[0] != key:
         return None
