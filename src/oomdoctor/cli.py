@@ -7,7 +7,6 @@ Modules are imported only for the verb that runs, so start-up stays light.
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import sys
@@ -192,29 +191,11 @@ def build_parser(
     return parser
 
 
-# Verbs whose work is bounded (a log's end, one config, the rules): what they allocate is long-lived tables
-# and records without cycles (a 38 MiB log read with the collector off leaves 30 cyclic objects, and the same
-# peak memory), so the cyclic garbage collector only costs them time, ~6 % of a `diagnose --json`. It is
-# paused while such a verb runs and resumed after (a caller's own process, a test's, keeps its collector).
-_BOUNDED_VERBS = frozenset({"diagnose", "estimate"})
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one verb. Exit 0 ok, 1 the diagnosed run or trial failed, 2 bad input or an internal error: an
     unexpected exception is one line on stderr (``--debug`` shows its traceback), never a 1 that a script
     would read as "the training failed"."""
     words = list(sys.argv[1:] if argv is None else argv)
-    paused = verb_from_argv(words) in _BOUNDED_VERBS and gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        return _main(words)
-    finally:
-        if paused:
-            gc.enable()
-
-
-def _main(words: list[str]) -> int:
     debug = "--debug" in words[: words.index("--")] if "--" in words else "--debug" in words
     try:
         return _run(words)

@@ -127,22 +127,3 @@ def test_the_help_loads_no_verb_module_and_compiles_no_log_pattern(cache: Path) 
     assert not loaded & (NOT_WHEN_WARM | TRAINING_STACK | {"json", "re2", "dataclasses"})
     assert start["commands"] == []  # the verb list is all the top-level help shows
     assert start["oom_forms_compiled"] is None  # the log reader was never imported
-
-
-def test_a_bounded_verb_runs_with_the_collector_paused_and_gives_it_back(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import gc
-
-    from oomdoctor import cli
-    from oomdoctor.commands import diagnose, rules
-
-    seen: list[tuple[str, bool]] = []
-    monkeypatch.setattr(diagnose, "run", lambda args: seen.append(("diagnose", gc.isenabled())) or 0)
-    monkeypatch.setattr(rules, "run", lambda args: seen.append(("rules", gc.isenabled())) or 0)
-    assert gc.isenabled()
-    assert cli.main(["diagnose", "--log", LOG, "--json"]) == 0
-    assert cli.main(["rules", "check"]) == 0  # not a bounded verb: the collector stays on
-    assert seen == [("diagnose", False), ("rules", True)] and gc.isenabled()
-    monkeypatch.undo()
-    assert cli.main(["diagnose"]) == 2 and gc.isenabled()  # bad input (nothing to read): given back too
