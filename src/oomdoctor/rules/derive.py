@@ -548,9 +548,8 @@ def _cutoff_that_fits(facts: Facts, limit: int) -> int | None:
     if config is None or model is None or facts.estimate is None or not capacity:
         return None
     from oomdoctor.estimate import estimate, with_changes
-    from oomdoctor.estimate.calibrate import calibration_of
 
-    calibration = calibration_of(facts.estimate)
+    calibration = facts.calibration()
     cutoff = (limit - 1) // CUTOFF_STEP * CUTOFF_STEP
     while cutoff >= CUTOFF_STEP:
         trial = with_changes(config, {"cutoff_len": cutoff})

@@ -12,10 +12,13 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import ConfigFacts, DataFacts, GpuFacts, LogFacts, ModelFacts
+
+if TYPE_CHECKING:
+    from oomdoctor.estimate.calibrate import Calibration
 
 _MISSING = object()
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -261,6 +264,15 @@ class Facts:
     def capacity_mib(self) -> float | None:
         """The card's memory (``derived.capacity_mib``)."""
         return self.derived.capacity_mib
+
+    def calibration(self) -> Calibration | None:
+        """The calibration the estimate was made with, to estimate what-ifs of the same setting with it
+        (None when it had none, the usual case: ``estimate/calibrate.py`` is then not imported)."""
+        if self.estimate is None or not self.estimate.calibration:
+            return None
+        from oomdoctor.estimate.calibrate import calibration_of
+
+        return calibration_of(self.estimate)
 
     def get(self, path: str) -> Any:
         """``"config.per_device_train_batch_size"`` -> its value; ``None`` when any part is unknown.

@@ -291,12 +291,11 @@ def _fitting_micro_batch(facts: Facts) -> list[Finding]:
     if facts.estimate is None:  # the model's shape did not allow an estimate: nothing to search with
         return []
     from oomdoctor.estimate import accumulation_for, largest_fitting_micro_batch
-    from oomdoctor.estimate.calibrate import calibration_of
     from oomdoctor.estimate.search import FIT_MARGIN
 
     try:
         batch = largest_fitting_micro_batch(config, model, data=facts.data, gpu_total_mib=total,
-                                            calibration=calibration_of(facts.estimate))  # fmt: skip
+                                            calibration=facts.calibration())  # fmt: skip
     except BadInput:  # a model shape too incomplete to estimate with
         return []
     if batch is None or batch >= config.per_device_train_batch_size:
