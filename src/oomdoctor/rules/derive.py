@@ -415,7 +415,6 @@ def _dominant_at(facts: Facts, world_size: int) -> str | None:
     """The estimate's dominant term had the run ``world_size`` processes (None: no estimate at that size)."""
     from oomdoctor.errors import BadInput
     from oomdoctor.estimate import estimate
-    from oomdoctor.estimate.calibrate import calibration_of
 
     config, model, est = facts.config, facts.model, facts.estimate
     assert config is not None and model is not None and est is not None
@@ -423,7 +422,7 @@ def _dominant_at(facts: Facts, world_size: int) -> str | None:
     capacity = facts.derived.capacity_mib
     try:
         at_size = estimate(
-            sized, model, data=facts.data, gpu_total_mib=capacity, calibration=calibration_of(est)
+            sized, model, data=facts.data, gpu_total_mib=capacity, calibration=facts.calibration()
         )
     except BadInput:
         return None
