@@ -158,7 +158,7 @@ def report(
     if result.eval_len:
         out.append("  " + msg("est_eval_line", lang, batch=result.eval_batch, length=result.eval_len))
 
-    labels = {key: msg(f"est_term_{key}", lang) for key in result.terms}
+    labels = {key: msg(f"term_{key}", lang) for key in result.terms}
     phase_labels = {key: msg(f"est_phase_{key}", lang) for key in result.phases}
     label_width = max(width(label) for label in [*labels.values(), *phase_labels.values()]) + 2
     out += ["", msg("est_terms_header", lang)]
