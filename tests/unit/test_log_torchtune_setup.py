@@ -1,0 +1,41 @@
+"""torchtune's recipe set-up lines: the model's initialisation is the load phase; once the optimizer, the loss,
+the data and the scheduler are initialized, its training loop is next (a failure there is the first step)."""
+
+from __future__ import annotations
+
+from oomdoctor.facts.log import parse_log_text
+
+SETUP = """\
+INFO:torchtune.utils._logging:Running FullFinetuneRecipeDistributed with resolved config:
+INFO:torchtune.utils._logging:FSDP is enabled. Instantiating model and loading checkpoint on Rank 0 ...
+INFO:torchtune.utils._logging:Model is initialized with precision torch.bfloat16.
+INFO:torchtune.utils._logging:Memory stats after model init:
+	GPU peak memory allocation: 16.12 GiB
+"""
+AFTER_SETUP = """\
+INFO:torchtune.utils._logging:Tokenizer is initialized from file.
+INFO:torchtune.utils._logging:Optimizer is initialized.
+INFO:torchtune.utils._logging:Loss is initialized.
+INFO:torchtune.utils._logging:Dataset and Sampler are initialized.
+INFO:torchtune.utils._logging:Learning rate scheduler is initialized.
+"""
+OOM = (
+    "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity "
+    "of 79.14 GiB of which 2.05 GiB is free.\n"
+)
+
+
+def test_a_failure_while_the_model_is_set_up_is_at_load() -> None:
+    f = parse_log_text(SETUP + OOM)
+    assert f.phase == "load" and any("torchtune was setting up the model" in e for e in f.phase_evidence)
+
+
+def test_a_failure_after_the_set_up_is_the_first_step() -> None:
+    f = parse_log_text(SETUP + AFTER_SETUP + OOM)
+    assert f.phase == "first_batch" and f.training_started
+
+
+def test_after_the_first_steps_it_is_a_later_step() -> None:
+    bar = "1|40|Loss: 1.0342:   8%|▊         | 40/500 [10:00<1:55:00, 15.00s/it]\n"
+    f = parse_log_text(SETUP + AFTER_SETUP + bar + OOM)
+    assert f.phase == "long_sample" and f.good_steps == 40
