@@ -104,3 +104,9 @@ def test_global_step_lines() -> None:
     saving = "[Rank 0] [Torch] Checkpoint global_step500 is about to be saved!\n"
     assert parse_log_text(saving + OOM + "\n").phase == "save"
     assert parse_log_text("Epoch [1/3], Step [120/1563], Loss: 2.3134\n" + OOM + "\n").total_steps == 1563
+
+
+def test_openrlhf_episode_bar_is_the_training_loop() -> None:
+    bar = "Episode [1/1]:  10%|█         | 10/100 [1:02:00<9:18:00, 372.00s/it]"
+    f = parse_log_text(bar + "\n" + OOM + "\n")
+    assert f.phase == "long_sample" and f.good_steps == 10

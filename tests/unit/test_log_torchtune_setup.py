@@ -39,3 +39,11 @@ def test_after_the_first_steps_it_is_a_later_step() -> None:
     bar = "1|40|Loss: 1.0342:   8%|▊         | 40/500 [10:00<1:55:00, 15.00s/it]\n"
     f = parse_log_text(SETUP + AFTER_SETUP + bar + OOM)
     assert f.phase == "long_sample" and f.good_steps == 40
+
+
+def test_a_failure_after_zero3_built_the_model_is_at_load() -> None:
+    line = (
+        "[2024-05-10 09:12:44,118] [INFO] [partition_parameters.py:345:__exit__] finished initializing model - "
+        "num_params = 723, num_elems = 70.55B\n"
+    )
+    assert parse_log_text(line + OOM).phase == "load"
