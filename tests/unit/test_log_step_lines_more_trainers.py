@@ -110,3 +110,8 @@ def test_openrlhf_episode_bar_is_the_training_loop() -> None:
     bar = "Episode [1/1]:  10%|█         | 10/100 [1:02:00<9:18:00, 372.00s/it]"
     f = parse_log_text(bar + "\n" + OOM + "\n")
     assert f.phase == "long_sample" and f.good_steps == 10
+
+
+def test_lightning_s_sanity_check_is_an_evaluation() -> None:
+    bar = "Sanity Checking DataLoader 0:  50%|█████     | 1/2 [00:03<00:03,  0.30it/s]"
+    assert parse_log_text(bar + "\n" + OOM + "\n").phase == "eval"

@@ -1,5 +1,6 @@
-"""torchtune's recipe set-up lines: the model's initialisation is the load phase; once the optimizer, the loss,
-the data and the scheduler are initialized, its training loop is next (a failure there is the first step)."""
+"""Set-up lines of other trainers as markers: torchtune's recipe set-up (the model's initialisation is load; once
+the optimizer, the loss, the data and the scheduler are initialized, its training loop is next), DeepSpeed ZeRO-3
+building the partitioned model, axolotl's loader lines."""
 
 from __future__ import annotations
 
@@ -46,4 +47,9 @@ def test_a_failure_after_zero3_built_the_model_is_at_load() -> None:
         "[2024-05-10 09:12:44,118] [INFO] [partition_parameters.py:345:__exit__] finished initializing model - "
         "num_params = 723, num_elems = 70.55B\n"
     )
+    assert parse_log_text(line + OOM).phase == "load"
+
+
+def test_axolotl_s_loader_lines_mark_load() -> None:
+    line = "[2024-02-01 10:00:00,000] [INFO] [axolotl.load_model:562] [PID:97] [RANK:0] loading model and peft_config...\n"
     assert parse_log_text(line + OOM).phase == "load"
