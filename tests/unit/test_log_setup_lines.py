@@ -53,3 +53,16 @@ def test_a_failure_after_zero3_built_the_model_is_at_load() -> None:
 def test_axolotl_s_loader_lines_mark_load() -> None:
     line = "[2024-02-01 10:00:00,000] [INFO] [axolotl.load_model:562] [PID:97] [RANK:0] loading model and peft_config...\n"
     assert parse_log_text(line + OOM).phase == "load"
+
+
+def test_the_files_a_save_reports_keep_it_a_save() -> None:
+    # a 14B full ZeRO-3 run killed while it writes checkpoint-500 (tests/cases/logs/exit_minus9_at_save.log's shape)
+    lines = (
+        " 26%|██        | 500/1875 [58:02<2:41:10, 7.03s/it]\n"
+        "[INFO|configuration_utils.py:414] 2024-11-19 14:28:47,351 >> Configuration saved in "
+        "saves/qwen2.5-14b/full/sft/checkpoint-500/config.json\n"
+    )
+    f = parse_log_text(lines + OOM)
+    assert f.phase == "save" and f.saving
+    after = lines + " 27%|██▋       | 501/1875 [58:20<2:41:00, 7.03s/it]\n"
+    assert parse_log_text(after + OOM).phase == "long_sample"  # training went on after the save
