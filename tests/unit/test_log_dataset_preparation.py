@@ -59,3 +59,11 @@ def test_a_finished_dataset_bar_says_nothing_of_what_ran_next() -> None:
     bars = "Map:  40%|████      | 400/1000 [00:01<00:01, 400.00 examples/s]\rMap: 100%|██████████| 1000/1000 [00:02<00:00, 450.00 examples/s]\n"
     assert parse_log_text(bars + oom).phase == "unknown"
     assert parse_log_text(bars.split("\r")[0] + "\n" + oom).phase == "load"
+
+
+def test_trl_dpo_s_prompt_extraction_is_dataset_preparation() -> None:
+    bar = (
+        "Extracting prompt in train dataset:  35%|███▌      | 3500/10000 [00:02<00:04, 1500.00 examples/s]\n"
+    )
+    f = parse_log_text(bar + MAP_WORKER_DIED)
+    assert f.phase == "load" and f.ran_out_of == "host"
