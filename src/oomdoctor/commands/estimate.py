@@ -172,7 +172,7 @@ def _breakdown_lines(result: Estimate, lang: Lang) -> list[str]:
     from oomdoctor.report.table import pad, width
     from oomdoctor.report.units import number
 
-    labels = {key: msg(f"est_term_{key}", lang) for key in result.terms}
+    labels = {key: msg(f"term_{key}", lang) for key in result.terms}
     phase_labels = {key: msg(f"est_phase_{key}", lang) for key in result.phases}
     label_width = max(width(label) for label in [*labels.values(), *phase_labels.values()]) + 2
     lines = ["", msg("est_terms_header", lang)]

@@ -20,7 +20,7 @@ from oomdoctor.rules.asking import QUESTION_TIERS, check_answers, choose_questio
 from oomdoctor.rules.conditions import evaluate
 from oomdoctor.rules.derive import error_line_missing
 from oomdoctor.rules.facts import Facts
-from oomdoctor.rules.findings import fact_findings
+from oomdoctor.rules.findings import fact_findings, without_guarded
 from oomdoctor.rules.loader import RuleSet, load_rules
 from oomdoctor.rules.proposals import ESTIMATE_PHASE
 from oomdoctor.rules.questions import builtin_question
@@ -78,7 +78,7 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
         findings.insert(0, Finding(id="no_oom", text=both("f_no_oom")))
         return _diagnosis(facts, oom=False, phase="none", cause="unknown", findings=findings)
     walk = walk_rules(facts, rules)
-    findings += walk.findings
+    findings = without_guarded(findings, facts, frozenset(walk.guarded)) + walk.findings
     if walk.candidates:
         findings += walk.candidates[0][2]  # notes about the proposed change itself
     proposals = walk.proposals

@@ -13,7 +13,6 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import (
@@ -33,6 +32,7 @@ from oomdoctor.discover import display_path
 from oomdoctor.i18n import Lang, pick
 from oomdoctor.tui import messages
 from oomdoctor.tui.base import BACK_KEYS, DoctorModal, DoctorScreen
+from oomdoctor.tui.bindings import bind
 from oomdoctor.tui.render import diff_lines, display_command
 from oomdoctor.tui.session import gpu_reason
 from oomdoctor.tui.strings import t
@@ -68,10 +68,10 @@ class PickerScreen(DoctorScreen):
     """The runs found in the current folder, newest first, and the bundled demo case."""
 
     BINDINGS = [
-        Binding("enter", "open", "Open", id="open", tooltip="Open the selected run"),
-        Binding("d", "demo", "Demo", id="demo", tooltip="Open the bundled demo case"),
-        Binding(BACK_KEYS, "back", "Back", id="back", tooltip="Go back to the previous screen"),
-        Binding("escape", "back", "Back", id="back", tooltip="Go back to the previous screen", show=False),
+        bind("enter", "open", id="open"),
+        bind("d", "demo", id="demo"),
+        bind(BACK_KEYS, "back", id="back"),
+        bind("escape", "back", id="back", show=False),
     ]
 
     @dataclass
@@ -169,35 +169,23 @@ class MainScreen(DoctorScreen):
     """Facts, questions, one proposal at a time, and the session's history, for the run on screen."""
 
     BINDINGS = [
-        Binding("1", "answer(1)", "Answer", id="answer", key_display="1-9", tooltip="Answer with its number"),
-        *[
-            Binding(
-                str(n), f"answer({n})", f"Answer {n}", show=False, id=f"answer_{n}", tooltip=f"Answer {n}"
-            )
-            for n in range(2, MAX_ANSWERS + 1)
-        ],
-        Binding("0", "skip_question", "Skip", id="skip", tooltip="Leave this question unanswered"),
-        Binding("a", "apply", "Apply", id="apply", tooltip="Write this change into a new trial folder"),
-        Binding("n", "next_proposal", "Next", id="next", tooltip="Show the next alternative change"),
-        Binding("N", "previous_proposal", "Previous", id="previous", tooltip="Show the previous change"),
-        Binding("e", "explain", "Explain", id="explain", tooltip="Why this change, in full"),
-        Binding("c", "copy_command", "Copy cmd", id="copy", tooltip="Copy the training command"),
-        Binding("t", "trial", "Trial", id="trial", tooltip="Run a short trial of the new config"),
-        Binding("m", "measure_lengths", "Measure", id="measure", tooltip="Measure the real lengths"),
-        Binding("s", "cancel_measure", "Stop measuring", id="cancel_measure", tooltip="Stop measuring"),
-        Binding(
-            "escape",
-            "cancel_measure",
-            "Stop measuring",
-            id="cancel_measure",
-            tooltip="Stop measuring",
-            show=False,
-        ),
-        Binding("v", "compare", "Compare", id="compare", tooltip="Compare every trial of this run"),
-        Binding("r", "runs", "Runs", id="runs", tooltip="Pick another run in this folder"),
-        Binding("f", "show_tab('facts')", "Facts", show=False, id="tab_facts", tooltip="Facts"),
-        Binding("p", "show_tab('proposal')", "Proposal", show=False, id="tab_proposal", tooltip="Proposal"),
-        Binding("h", "show_tab('history')", "History", show=False, id="tab_history", tooltip="History"),
+        bind("1", "answer(1)", id="answer", key_display="1-9"),
+        *[bind(str(n), f"answer({n})", id=f"answer_{n}", show=False) for n in range(2, MAX_ANSWERS + 1)],
+        bind("0", "skip_question", id="skip"),
+        bind("a", "apply", id="apply"),
+        bind("n", "next_proposal", id="next"),
+        bind("N", "previous_proposal", id="previous"),
+        bind("e", "explain", id="explain"),
+        bind("c", "copy_command", id="copy"),
+        bind("t", "trial", id="trial"),
+        bind("m", "measure_lengths", id="measure"),
+        bind("s", "cancel_measure", id="cancel_measure"),
+        bind("escape", "cancel_measure", id="cancel_measure", show=False),
+        bind("v", "compare", id="compare"),
+        bind("r", "runs", id="runs"),
+        bind("f", "show_tab('facts')", id="tab_facts", show=False),
+        bind("p", "show_tab('proposal')", id="tab_proposal", show=False),
+        bind("h", "show_tab('history')", id="tab_history", show=False),
     ]
 
     def compose(self) -> ComposeResult:
@@ -376,7 +364,7 @@ class ApplyScreen(DoctorModal):
     """Ask for the new folder (a suggestion filled in); refuse one that exists. b and Backspace type
     into the field here: Esc or the Cancel button close it."""
 
-    BINDINGS = [Binding("escape", "close", "Close", id="close", tooltip="Close this window")]
+    BINDINGS = [bind("escape", "close", id="close")]
 
     def __init__(self, suggested: Path, *, already: Path | None = None) -> None:
         super().__init__()
@@ -527,7 +515,7 @@ class TrialStepsScreen(DoctorModal):
     switch (the longest samples first, so one step meets the worst batch; off: the first steps as they
     come). b and Backspace edit the number here: Esc or Cancel close it."""
 
-    BINDINGS = [Binding("escape", "close", "Close", id="close", tooltip="Close this window")]
+    BINDINGS = [bind("escape", "close", id="close")]
 
     def __init__(self, default_steps: int, *, probe: bool) -> None:
         super().__init__()
