@@ -228,36 +228,50 @@ def _layer_bytes_per_token(
     norm_weight_bytes: int,
     k: dict[str, Any],
 ) -> float:
-    """Bytes autograd saves per token in one decoder layer without checkpointing.
+    """Bytes autograd saves per token in one decoder layer without checkpointing: the norms, the linears'
+    inputs, the attention and the MLP.
+
+    Checked against autograd's saved tensors for HF Llama/Qwen3 + PEFT on CPU: within about 7 %
+    (benchmarks/bench_estimate.py --activations).
+    """
+    total = float(s.norms * k["norm_saved_bytes"] * s.hidden)
+    total += s.norms * norm_weight_bytes * s.hidden  # trainable norm weights keep their normalised input
+    total += _linear_inputs_saved(s, trainable=trainable, full=full, act_bytes=act_bytes,
+                                  copy_bytes=copy_bytes, quantized_input_bytes=quantized_input_bytes)  # fmt: skip
+    total += _attention_saved(s, seq_len=seq_len, micro_batch=micro_batch, attention=attention,
+                              act_bytes=act_bytes, k=k)  # fmt: skip
+    return total + _mlp_saved(s, act_bytes)
+
+
+def _linear_inputs_saved(
+    s: _Shape, *, trainable: set[str], full: bool, act_bytes: int, copy_bytes: int, quantized_input_bytes: int
+) -> float:
+    """Bytes per token the linears keep of their inputs.
 
     A frozen 16-bit linear saves nothing (its input is only needed for a weight gradient). A linear whose
     input is cast on the way in (LoRA under AMP or fp32 adapters: PEFT casts to the adapter's dtype and
     autocast casts back; full fine-tuning under AMP) holds its own copy, ``copy_bytes`` per input feature.
     Otherwise each distinct input tensor is kept once: by trainable linears (pure bf16 LoRA, full
     fine-tuning) and by bitsandbytes' quantised matmul, which keeps its input whenever that input needs a
-    gradient. Checked against autograd's saved tensors for HF Llama/Qwen3 + PEFT on CPU: within about 7 %
-    (benchmarks/bench_estimate.py --activations).
+    gradient.
     """
-    h, q, kv = s.hidden, s.q_dim, s.kv_dim
     dims = s.linear_dims()
-    mid = s.expert_width if s.experts else s.intermediate
     routed = s.experts_per_token if s.experts else 1
-    total = float(s.norms * k["norm_saved_bytes"] * h)
-    total += s.norms * norm_weight_bytes * h  # trainable norm weights keep their normalised input
 
     def in_mlp_experts(name: str) -> bool:
         return bool(s.experts) and name in ("gate", "up", "down")
 
-    # Per-linear copies
-    if copy_bytes:
+    total = 0.0
+    if copy_bytes:  # per-linear copies
         total += sum(
             copy_bytes * dims[name][0] * (routed if in_mlp_experts(name) else 1)
             for name in trainable
             if not (in_mlp_experts(name) and not full)
         )
-    # Distinct inputs kept once
+    # distinct inputs kept once
+    mid = s.expert_width if s.experts else s.intermediate
     feeds = {"attn_in": ("q", "k", "v"), "attn_out": ("o",), "mlp_in": ("gate", "up"), "mlp_mid": ("down",)}
-    width = {"attn_in": h, "attn_out": q, "mlp_in": h, "mlp_mid": mid * routed}
+    width = {"attn_in": s.hidden, "attn_out": s.q_dim, "mlp_in": s.hidden, "mlp_mid": mid * routed}
     for tensor, names in feeds.items():
         kept = 0
         if not copy_bytes and any(n in trainable and (full or not in_mlp_experts(n)) for n in names):
@@ -265,6 +279,15 @@ def _layer_bytes_per_token(
         if quantized_input_bytes:
             kept = max(kept, quantized_input_bytes)
         total += kept * width[tensor]
+    return total
+
+
+def _attention_saved(
+    s: _Shape, *, seq_len: int, micro_batch: int, attention: str, act_bytes: int, k: dict[str, Any]
+) -> float:
+    """Bytes per token attention keeps: q/k norms, rotated q, k, v and the output, and eager's scores."""
+    q, kv = s.q_dim, s.kv_dim
+    total = 0.0
     if s.qk_norm:
         total += k["norm_saved_bytes"] * (q + kv)
     repeat_kv = attention == "eager" or (
@@ -274,18 +297,22 @@ def _layer_bytes_per_token(
     total += act_bytes * (q + 2 * kv_saved + q)  # rotated q, k, v and the attention output
     if attention == "eager":
         total += k["eager_attention_bytes_per_score"] * s.heads * seq_len  # heads x s x s per sequence
+    return total
+
+
+def _mlp_saved(s: _Shape, act_bytes: int) -> float:
+    """Bytes per token the MLP keeps beyond its linears' inputs: the gate, activation and up outputs (per
+    routed expert, and the router's fp32 softmax, in a mixture of experts)."""
     if s.experts:
-        total += (
-            s.experts_per_token * 3 * act_bytes * s.expert_width
-        )  # gate, activation, up per routed expert
+        total = float(s.experts_per_token * 3 * act_bytes * s.expert_width)  # gate, activation, up per expert
         if s.shared_width:
             total += 3 * act_bytes * s.shared_width
-        total += 4 * s.experts  # fp32 router softmax
-    elif s.gated:
-        total += 3 * act_bytes * mid  # gate output, activation output, up output
-    else:
-        total += act_bytes * mid  # fc1 output kept by the activation (fc2's input is counted above)
-    return total
+        return total + 4 * s.experts  # fp32 router softmax
+    if s.gated:
+        return float(3 * act_bytes * s.intermediate)  # gate output, activation output, up output
+    return float(
+        act_bytes * s.intermediate
+    )  # fc1 output kept by the activation (fc2's input is counted above)
 
 
 def _eval_layer_bytes_per_token(s: _Shape) -> float:
