@@ -167,7 +167,8 @@ class _Walk:
                 self._take(entry, depth, from_preferred)
 
     def _take(self, entry: os.DirEntry[str], depth: int, from_preferred: bool) -> None:
-        """Queue a folder worth entering (a depth beyond the limit stops the walk there), keep a config or a log."""
+        """Queue a folder worth entering (one past the depth limit marks the walk stopped early); keep a
+        training config or a log."""
         if entry.is_dir(follow_symlinks=False):
             if depth + 1 <= self.max_depth and not _skip_dir(entry.name):
                 first = (from_preferred and depth > 0) or entry.name in PREFERRED_DIR_NAMES

@@ -236,10 +236,17 @@ def _layer_bytes_per_token(
     """
     total = float(s.norms * k["norm_saved_bytes"] * s.hidden)
     total += s.norms * norm_weight_bytes * s.hidden  # trainable norm weights keep their normalised input
-    total += _linear_inputs_saved(s, trainable=trainable, full=full, act_bytes=act_bytes,
-                                  copy_bytes=copy_bytes, quantized_input_bytes=quantized_input_bytes)  # fmt: skip
-    total += _attention_saved(s, seq_len=seq_len, micro_batch=micro_batch, attention=attention,
-                              act_bytes=act_bytes, k=k)  # fmt: skip
+    total += _linear_inputs_saved(
+        s,
+        trainable=trainable,
+        full=full,
+        act_bytes=act_bytes,
+        copy_bytes=copy_bytes,
+        quantized_input_bytes=quantized_input_bytes,
+    )
+    total += _attention_saved(
+        s, seq_len=seq_len, micro_batch=micro_batch, attention=attention, act_bytes=act_bytes, k=k
+    )
     return total + _mlp_saved(s, act_bytes)
 
 
@@ -775,17 +782,6 @@ def estimate(
     held = _state(st, trainable_params)
     act = _activations(st, lengths, trainable_set)
     peaks = _peaks(st, lengths, held, act)
-    terms = {
-        "weights": held.weights / MIB,
-        "trainable_state": held.trainable_state / MIB,
-        "activations": act.total / MIB,
-        "logits_loss": act.loss / MIB,
-        "eval": peaks.eval_extra / MIB,
-        "overhead": peaks.misc / MIB,
-    }
-    train_terms = {
-        key: terms[key] for key in ("weights", "trainable_state", "activations", "logits_loss", "overhead")
-    }
     reserved_low_b, reserved_high_b = _reserved(st, held, act, peaks)
     ctx_low, ctx_high = (float(v) for v in k["cuda_context_mib"])
     smi = (reserved_low_b / MIB + ctx_low, reserved_high_b / MIB + ctx_high)
@@ -793,35 +789,52 @@ def estimate(
     if st.world > 1:
         st.notes.add("est_note_per_gpu", gpus=st.world)
     rendered = st.notes.rendered()
-    phases = {"load": peaks.load / MIB, "train": peaks.train / MIB, "eval": peaks.eval / MIB}
     # what a checkpoint adds on the GPU and in host RAM (not part of the peak: saves are rare)
     save_gpu, save_host = _save_terms(st, int(trainable_params))
+    terms = _terms_mib(held, act, peaks)
+    phases = {"load": peaks.load / MIB, "train": peaks.train / MIB, "eval": peaks.eval / MIB}
     return Estimate(
-        peak_allocated_mib=round(peaks.peak / MIB, 1),
+        peak_allocated_mib=round(peaks.peak / MIB, 1), phases=_rounded(phases), terms=_rounded(terms),
+        dominant_term=_dominant_term(terms), trainable_params=int(trainable_params), attention=act.attention,
         expected_nvidia_smi_mib=(round(smi[0], 1), round(smi[1], 1)),
-        phases={key: round(value, 1) for key, value in phases.items()},
-        terms={key: round(value, 1) for key, value in terms.items()},
-        dominant_term=max(train_terms, key=lambda key: train_terms[key]),
-        padded_len=lengths.padded_len,
-        padded_len_source=lengths.padded_source,
-        micro_batch=lengths.micro_batch,
-        eval_batch=lengths.eval_batch,
-        gpu_total_mib=gpu_total_mib,
-        fits=fit.fits,
-        headroom_mib=round(fit.headroom, 1) if fit.headroom is not None else None,
-        model_source=model.source,
-        assumptions=[note["en"] for note in rendered],
-        notes=rendered,
-        eval_len=lengths.eval_len if config.do_eval else None,
-        allocated_fits=fit.allocated_fits,
-        variable_lengths=not config.packing,
-        attention=act.attention,
-        trainable_params=int(trainable_params),
-        tokens_per_micro_batch=int(lengths.tokens),
         expected_reserved_mib=(round(reserved_low_b / MIB, 1), round(reserved_high_b / MIB, 1)),
-        fills_card=fit.fills_card,
-        expected_nvidia_smi_on_card_mib=fit.on_card,
+        # the lengths
+        padded_len=lengths.padded_len, padded_len_source=lengths.padded_source,
+        micro_batch=lengths.micro_batch, eval_batch=lengths.eval_batch,
+        eval_len=lengths.eval_len if config.do_eval else None,
+        variable_lengths=not config.packing, tokens_per_micro_batch=int(lengths.tokens),
+        # the card
+        gpu_total_mib=gpu_total_mib, fits=fit.fits, allocated_fits=fit.allocated_fits,
+        headroom_mib=round(fit.headroom, 1) if fit.headroom is not None else None,
+        fills_card=fit.fills_card, expected_nvidia_smi_on_card_mib=fit.on_card,
+        # what it rests on
+        model_source=model.source, assumptions=[note["en"] for note in rendered], notes=rendered,
         calibration=calibration.describe() if calibration is not None else None,
-        save_gpu_mib={key: round(value / MIB, 1) for key, value in save_gpu.items()},
-        save_host_mib={key: round(value / MIB, 1) for key, value in save_host.items()},
-    )
+        save_gpu_mib=_rounded({key: value / MIB for key, value in save_gpu.items()}),
+        save_host_mib=_rounded({key: value / MIB for key, value in save_host.items()}),
+    )  # fmt: skip
+
+
+def _terms_mib(held: _State, act: _Activations, peaks: _Peaks) -> dict[str, float]:
+    """The estimate's terms (MiB): what the weights, the trainable state, the activations, the logits and
+    loss, the evaluation and the overhead each add."""
+    return {
+        "weights": held.weights / MIB,
+        "trainable_state": held.trainable_state / MIB,
+        "activations": act.total / MIB,
+        "logits_loss": act.loss / MIB,
+        "eval": peaks.eval_extra / MIB,
+        "overhead": peaks.misc / MIB,
+    }
+
+
+def _dominant_term(terms: dict[str, float]) -> str:
+    """The largest term of the training step's peak (evaluation is not part of it)."""
+    train_terms = {
+        key: terms[key] for key in ("weights", "trainable_state", "activations", "logits_loss", "overhead")
+    }
+    return max(train_terms, key=lambda key: train_terms[key])
+
+
+def _rounded(values: dict[str, float]) -> dict[str, float]:
+    return {key: round(value, 1) for key, value in values.items()}

@@ -122,7 +122,8 @@ def _check_proposal(source: Path, raw: dict[str, Any], proposal: Proposal) -> No
 def _edited_text(
     source: Path, text: str, raw: dict[str, Any], proposal: Proposal, out: Path
 ) -> tuple[str, dict[str, list[Any]]]:
-    """The config's text with the proposal's edits made in place, and every key written ``{key: [old, new]}``."""
+    """The config's text with the proposal's edits made in place, and every key written
+    (``{key: [old, new]}``)."""
     edits, written = _plan_edits(raw, proposal, out)
     try:
         edited = apply_edits(text, edits, rule=proposal.rule)

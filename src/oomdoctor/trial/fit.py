@@ -409,7 +409,8 @@ class _Prober:
     on_tried: Callable[[Tried], None] | None = None
 
     def probe_from(self, first: Candidate, *, limit: float) -> None:
-        """Probe ``first``; after an OOM the next candidate the corrected estimate allows, until one passes."""
+        """Probe ``first``; after an OOM, the next candidate the corrected estimate allows; until one
+        passes."""
         result, predict = self.result, self.setting.predict
         candidate: Candidate | None = first
         seen: set[tuple[int, int, int]] = set()
@@ -435,8 +436,8 @@ class _Prober:
         if self.on_probe is not None:
             self.on_probe(index, candidate)
         setting = self.setting
-        tried = _probe_one(setting.config_file, setting.config, candidate, self.result, self.staging, self.run,
-                           index)  # fmt: skip
+        tried = _probe_one(setting.config_file, setting.config, candidate, self.result, self.staging,
+                           self.run, index)  # fmt: skip
         self.result.tried.append(tried)
         if self.on_tried is not None:
             self.on_tried(tried)

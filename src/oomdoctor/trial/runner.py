@@ -669,7 +669,8 @@ def _start(plan: _TrialPlan, watchers: _Watchers) -> _Running:
     if probe_run is not None:
         probe_run.start(started, lambda: [p.pid for p in tree.alive()])
     return _Running(plan=plan, watchers=watchers, processes=processes, proc=proc, streamer=streamer,
-                    sampler=sampler, tree=tree, progress=progress, started=started, started_at=started_at)  # fmt: skip
+                    sampler=sampler, tree=tree, progress=progress, started=started,
+                    started_at=started_at)  # fmt: skip
 
 
 def _watch(running: _Running, *, timeout_s: float, stop: threading.Event | None, grace_s: float) -> _Ending:
