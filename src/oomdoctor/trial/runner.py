@@ -300,30 +300,32 @@ class _LogStreamer:
                 chunk = os.read(fd, 65536)
             except OSError:
                 chunk = b""
-            if chunk:
-                buf += chunk
-            while True:
-                cut = min((i for i in (buf.find(b"\n"), buf.find(b"\r")) if i >= 0), default=-1)
-                if cut < 0:
-                    break
-                if buf[cut : cut + 1] == b"\r":
-                    if cut + 1 == len(buf) and chunk:
-                        break  # maybe "\r\n" split across reads: wait for the next byte
-                    if buf[cut + 1 : cut + 2] == b"\n":
-                        self._emit(buf[:cut])
-                        buf = buf[cut + 2 :]
-                        continue
-                    if cut:
-                        self._emit(buf[:cut])  # a progress redraw
-                    buf = buf[cut + 1 :]
-                    continue
-                self._emit(buf[:cut])
-                buf = buf[cut + 1 :]
+            buf = self._emit_lines(buf + chunk, more=bool(chunk))
             if not chunk:
                 break
         if buf.strip(b"\r"):
             self._emit(buf.rstrip(b"\r"))
         self._log.flush()
+
+    def _emit_lines(self, buf: bytes, *, more: bool) -> bytes:
+        """Emit every whole line of ``buf`` (a ``\\r`` redraw is a line too); return what is left of it.
+        ``more``: more output may follow, so a ``\\r`` at the very end may be the first half of ``\\r\\n``."""
+        while True:
+            cut = min((i for i in (buf.find(b"\n"), buf.find(b"\r")) if i >= 0), default=-1)
+            if cut < 0:
+                return buf
+            if buf[cut : cut + 1] == b"\n":
+                self._emit(buf[:cut])
+                buf = buf[cut + 1 :]
+            elif buf[cut + 1 : cut + 2] == b"\n":
+                self._emit(buf[:cut])
+                buf = buf[cut + 2 :]
+            elif cut + 1 == len(buf) and more:
+                return buf  # maybe "\r\n" split across reads: wait for the next byte
+            else:
+                if cut:
+                    self._emit(buf[:cut])  # a progress redraw
+                buf = buf[cut + 1 :]
 
 
 _POLL_BYTES = 16 << 20  # what one poll of trainer_log.jsonl reads at most
