@@ -782,9 +782,8 @@ def estimate(
     held = _state(st, trainable_params)
     act = _activations(st, lengths, trainable_set)
     peaks = _peaks(st, lengths, held, act)
-    reserved_low_b, reserved_high_b = _reserved(st, held, act, peaks)
-    ctx_low, ctx_high = (float(v) for v in k["cuda_context_mib"])
-    smi = (reserved_low_b / MIB + ctx_low, reserved_high_b / MIB + ctx_high)
+    reserved_b = _reserved(st, held, act, peaks)
+    smi = _nvidia_smi_band(reserved_b, k)
     fit = _fit(st, peaks.peak, smi, gpu_total_mib)
     if st.world > 1:
         st.notes.add("est_note_per_gpu", gpus=st.world)
@@ -792,12 +791,12 @@ def estimate(
     # what a checkpoint adds on the GPU and in host RAM (not part of the peak: saves are rare)
     save_gpu, save_host = _save_terms(st, int(trainable_params))
     terms = _terms_mib(held, act, peaks)
-    phases = {"load": peaks.load / MIB, "train": peaks.train / MIB, "eval": peaks.eval / MIB}
     return Estimate(
-        peak_allocated_mib=round(peaks.peak / MIB, 1), phases=_rounded(phases), terms=_rounded(terms),
-        dominant_term=_dominant_term(terms), trainable_params=int(trainable_params), attention=act.attention,
+        peak_allocated_mib=round(peaks.peak / MIB, 1), dominant_term=_dominant_term(terms),
+        phases=_rounded({"load": peaks.load / MIB, "train": peaks.train / MIB, "eval": peaks.eval / MIB}),
+        terms=_rounded(terms), trainable_params=int(trainable_params), attention=act.attention,
         expected_nvidia_smi_mib=(round(smi[0], 1), round(smi[1], 1)),
-        expected_reserved_mib=(round(reserved_low_b / MIB, 1), round(reserved_high_b / MIB, 1)),
+        expected_reserved_mib=(round(reserved_b[0] / MIB, 1), round(reserved_b[1] / MIB, 1)),
         # the lengths
         padded_len=lengths.padded_len, padded_len_source=lengths.padded_source,
         micro_batch=lengths.micro_batch, eval_batch=lengths.eval_batch,
@@ -813,6 +812,12 @@ def estimate(
         save_gpu_mib=_rounded({key: value / MIB for key, value in save_gpu.items()}),
         save_host_mib=_rounded({key: value / MIB for key, value in save_host.items()}),
     )  # fmt: skip
+
+
+def _nvidia_smi_band(reserved_b: tuple[float, float], k: dict[str, Any]) -> tuple[float, float]:
+    """What nvidia-smi shows (MiB, low and high): what the allocator reserves, plus the CUDA context."""
+    ctx_low, ctx_high = (float(v) for v in k["cuda_context_mib"])
+    return reserved_b[0] / MIB + ctx_low, reserved_b[1] / MIB + ctx_high
 
 
 def _terms_mib(held: _State, act: _Activations, peaks: _Peaks) -> dict[str, float]:
