@@ -179,7 +179,7 @@ def test_a_start_reads_the_compiled_entry_and_an_edit_rebuilds_it(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
     assert catalogue._load() == {"core.a": {"en": "one {n}", "zh": "一 {n}"}}
-    entries = list((usercache.cache_root() / catalogue.KIND).glob("*.json"))
+    entries = list((usercache.cache_root() / catalogue.KIND).glob("*.marshal"))
     assert len(entries) == 1
     # the next start takes the entry without parsing YAML
     monkeypatch.setattr(catalogue, "parse", lambda data, name: pytest.fail("parsed the YAML again"))
@@ -189,7 +189,7 @@ def test_a_start_reads_the_compiled_entry_and_an_edit_rebuilds_it(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (folder / "zh.yaml").write_text("core:\n  a: 壹 {n}\n", encoding="utf-8")
     assert catalogue._load()["core.a"]["zh"] == "壹 {n}"
-    assert len(list((usercache.cache_root() / catalogue.KIND).glob("*.json"))) == 2
+    assert len(list((usercache.cache_root() / catalogue.KIND).glob("*.marshal"))) == 2
 
 
 # --- no user-facing Chinese outside the catalogue ------------------------------------------------------------

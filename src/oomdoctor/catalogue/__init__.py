@@ -108,7 +108,7 @@ def _load() -> dict[str, dict[str, str]]:
             {lang: flatten(parse(data, f"{lang}.yaml"), f"{lang}.yaml") for lang, data in raw.items()}
         )
 
-    kept = usercache.kept_json(KIND, parts, build)
+    kept = usercache.kept(KIND, parts, build)
     return kept if _well_formed(kept) else build()  # an entry damaged or edited by hand: built afresh
 
 

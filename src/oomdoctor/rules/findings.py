@@ -58,6 +58,19 @@ def _no_log(facts: Facts) -> list[Finding]:
         return finding(
             "no_log_weights_exceed", weights=mib_text(est.terms.get("weights")), card=mib_text(d.capacity_mib)
         )
+    if d.phase_source == "weights_size_any_card" and est is not None:
+        from oomdoctor.estimate.cards import largest_card
+
+        card = largest_card()
+        return finding(
+            "no_log_weights_exceed_any_card",
+            weights=mib_text(est.terms.get("weights")),
+            card=card.name,
+            card_mib=mib_text(card.total_mib),
+        )
+    if d.phase_source == "answer":
+        # placed by the user's word: what is still open is which memory ran out, or nothing
+        return finding("no_log_memory_open" if d.memory_kind_source is None else "no_log_answered")
     return finding("no_log")
 
 
@@ -278,12 +291,11 @@ def _fitting_micro_batch(facts: Facts) -> list[Finding]:
     if facts.estimate is None:  # the model's shape did not allow an estimate: nothing to search with
         return []
     from oomdoctor.estimate import accumulation_for, largest_fitting_micro_batch
-    from oomdoctor.estimate.calibrate import calibration_of
     from oomdoctor.estimate.search import FIT_MARGIN
 
     try:
         batch = largest_fitting_micro_batch(config, model, data=facts.data, gpu_total_mib=total,
-                                            calibration=calibration_of(facts.estimate))  # fmt: skip
+                                            calibration=facts.calibration())  # fmt: skip
     except BadInput:  # a model shape too incomplete to estimate with
         return []
     if batch is None or batch >= config.per_device_train_batch_size:
