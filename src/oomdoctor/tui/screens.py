@@ -5,6 +5,7 @@ Screens render the session and turn keys into requests to the app; the app runs 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -449,58 +450,9 @@ class ExplainScreen(DoctorModal):
 
     def compose(self) -> ComposeResult:
         lang = self.lang
-        p = self.proposal
-        parts: list[RenderableType] = [
-            Text(t("explain_title", lang), style="bold"),
-            Text(pick(p.title, lang), style="bold cyan"),
-            Text(t("proposal_rule", lang, rule=p.rule), style="dim"),
-            Text(""),
-        ]
-        diff = diff_lines(p, lang)
-        if diff:
-            parts.append(Text(t("proposal_change", lang), style="bold"))
-            parts.append(
-                Text("".join(f"{d.sign} {d.text}\n" for d in diff)),
-            )
-        for key, value in (
-            ("proposal_why", pick(p.why, lang)),
-            ("proposal_cost", pick(p.cost, lang)),
-            ("proposal_judge", pick(p.judge, lang)),
-        ):
-            if value:
-                parts += [Text(t(key, lang), style="bold"), Text(value + "\n")]
-        for key, items in (("proposal_already_on", p.already_on), ("proposal_requires", p.requires)):
-            if items:
-                parts += [
-                    Text(t(key, lang), style="bold"),
-                    Text("".join(f"• {pick(i, lang)}\n" for i in items)),
-                ]
-        if p.files:
-            parts += [
-                Text(t("explain_files", lang), style="bold"),
-                Text("".join(f"• {n}\n" for n in p.files)),
-            ]
-        if p.env:
-            parts += [
-                Text(t("explain_env", lang), style="bold"),
-                Text("".join(f"• {k}={v}\n" for k, v in p.env.items())),
-            ]
-        node_docs, next_titles = rule_docs(p.rule, p.next, lang)
-        if node_docs:
-            parts += [Text(t("explain_docs", lang), style="bold"), Text(node_docs + "\n")]
-        if next_titles:
-            parts += [
-                Text(t("explain_next", lang), style="bold"),
-                Text("".join(f"• {n}\n" for n in next_titles)),
-            ]
-        if self.findings:
-            parts += [
-                Text(t("explain_findings", lang), style="bold"),
-                findings_renderable(self.findings, lang),
-            ]
         with Vertical(id="explain-dialog", classes="dialog"):
             with VerticalScroll(id="explain-body"):
-                yield Static(Group(*parts))
+                yield Static(Group(*explain_parts(self.proposal, self.findings, lang)))
             with Horizontal(classes="dialog-buttons"):
                 yield Button(t("key_close", lang), id="explain-close", variant="primary")
         yield Footer(compact=True)
@@ -508,6 +460,49 @@ class ExplainScreen(DoctorModal):
     @on(Button.Pressed, "#explain-close")
     def _close(self) -> None:
         self.dismiss(None)
+
+
+def explain_parts(p: Proposal, findings: list[Finding], lang: Lang) -> list[RenderableType]:
+    """Everything Explain shows of a proposal: the title and rule, the diff, the rule's texts, the files and
+    environment it writes, the rule's own documentation and what it tries next, what the readers noticed."""
+    parts: list[RenderableType] = [
+        Text(t("explain_title", lang), style="bold"),
+        Text(pick(p.title, lang), style="bold cyan"),
+        Text(t("proposal_rule", lang, rule=p.rule), style="dim"),
+        Text(""),
+    ]
+    diff = diff_lines(p, lang)
+    if diff:
+        parts += [
+            Text(t("proposal_change", lang), style="bold"),
+            Text("".join(f"{d.sign} {d.text}\n" for d in diff)),
+        ]
+    node_docs, next_titles = rule_docs(p.rule, p.next, lang)
+    sections = [
+        ("proposal_why", _paragraph(pick(p.why, lang))),
+        ("proposal_cost", _paragraph(pick(p.cost, lang))),
+        ("proposal_judge", _paragraph(pick(p.judge, lang))),
+        ("proposal_already_on", _bullets(pick(i, lang) for i in p.already_on)),
+        ("proposal_requires", _bullets(pick(i, lang) for i in p.requires)),
+        ("explain_files", _bullets(p.files)),
+        ("explain_env", _bullets(f"{k}={v}" for k, v in p.env.items())),
+        ("explain_docs", _paragraph(node_docs)),
+        ("explain_next", _bullets(next_titles)),
+    ]
+    for key, body in sections:
+        if body:
+            parts += [Text(t(key, lang), style="bold"), Text(body)]
+    if findings:
+        parts += [Text(t("explain_findings", lang), style="bold"), findings_renderable(findings, lang)]
+    return parts
+
+
+def _paragraph(text: str | None) -> str:
+    return text + "\n" if text else ""
+
+
+def _bullets(items: Iterable[str]) -> str:
+    return "".join(f"• {item}\n" for item in items)
 
 
 class TrialStepsScreen(DoctorModal):
