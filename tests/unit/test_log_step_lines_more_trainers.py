@@ -115,3 +115,20 @@ def test_openrlhf_episode_bar_is_the_training_loop() -> None:
 def test_lightning_s_sanity_check_is_an_evaluation() -> None:
     bar = "Sanity Checking DataLoader 0:  50%|█████     | 1/2 [00:03<00:03,  0.30it/s]"
     assert parse_log_text(bar + "\n" + OOM + "\n").phase == "eval"
+
+
+def test_llamafactory_webui_label_and_a_pasted_trainer_log_record() -> None:
+    assert parse_log_text("Running 120/1000: 0:10:23 < 1:16:01\n" + OOM + "\n").good_steps == 120
+    record = '{"current_steps": 30, "total_steps": 750, "loss": 1.2183, "lr": 4.99e-05, "epoch": 0.12}'
+    f = parse_log_text(
+        "[INFO|trainer.py:2128] >> ***** Running training *****\n" + record + "\n" + OOM + "\n"
+    )
+    assert (f.good_steps, f.total_steps, f.phase) == (30, 750, "long_sample")
+
+
+def test_an_excerpt_that_starts_with_a_trainer_log_record_is_still_a_log() -> None:
+    record = '{"current_steps": 30, "total_steps": 750, "loss": 1.2183, "lr": 4.99e-05, "epoch": 0.12}'
+    f = parse_log_text(record + "\n" + OOM + "\n")
+    assert f.oom and f.good_steps == 30 and f.requested_mib == 8253.44
+    pure = parse_log_text(record + "\n" + record.replace("30", "31") + "\n")
+    assert not pure.oom and pure.good_steps == 31  # a trainer_log.jsonl alone is read as one

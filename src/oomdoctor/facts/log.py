@@ -326,15 +326,18 @@ def _read_trainer_log(p: Path) -> list[dict[str, Any]]:
 
 
 def _trainer_records(content: str) -> list[dict[str, Any]] | None:
-    """The JSON objects of a trainer_log.jsonl, or None when the text is not one."""
+    """The JSON objects of a trainer_log.jsonl, or None when the text is not one (a pasted excerpt that starts
+    with a record and goes on with other lines - the error - is a log to scan, its records step lines in it)."""
     stripped = content.lstrip()
     if not stripped.startswith('{"'):
         return None
     records: list[dict[str, Any]] = []
     for line in stripped.splitlines():
         line = line.strip()
-        if not line.startswith("{"):
+        if not line:
             continue
+        if not line.startswith("{"):
+            return None
         try:
             obj = json.loads(line)
         except (ValueError, RecursionError):  # broken, or nested deeper than any record (json recurses)
