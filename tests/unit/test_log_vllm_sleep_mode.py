@@ -40,3 +40,10 @@ def test_an_ordinary_loading_line_after_steps_is_still_a_conflict() -> None:
     )
     f = parse_log_text(conflict)
     assert f.phase == "unknown"
+
+
+def test_vllm_capturing_its_cuda_graphs_is_loading() -> None:
+    bar = "Capturing CUDA graph shapes:  63%|██████▎   | 22/35 [00:08<00:04,  2.70it/s]\n"
+    oom = WAKE_UP[WAKE_UP.index("[rank3]") :]
+    f = parse_log_text(bar + oom)
+    assert f.phase == "load" and not f.training_started
