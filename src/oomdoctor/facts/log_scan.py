@@ -75,6 +75,8 @@ def match_frame_line(text: str) -> re.Match[str] | None:
 RICH_BOX = "│"
 _RICH_FRAME = lazy(r"^(?P<path>\S.*?\.pyx?):(?P<line>\d+) in (?P<func>[^\s(]+)$")
 _RICH_HEAD = lazy(r"^\S.*?\.pyx?:(?:\d+ in)?$")
+# the start of a header whose path the box wrapped inside a name: an absolute path with no space and no ".py:"
+_RICH_PATH_PART = lazy(r"^(?:/|~/|[A-Za-z]:\\)[^\s:]*/[^\s:]*$")
 _RICH_RUNNING = lazy(r"^(?:❱|>|→)\s*\d+\s+(?P<code>.*)$")
 _BOX_ONLY = lazy(r"^[\s╭╮╰╯─│┃━┏┓┗┛]+$")
 # A job platform that wraps every line of the process's output as its own log record: one or more
@@ -548,11 +550,14 @@ class LogScanner:
         run = self.run
         pending = run.rich_pending.pop(key, None)
         if pending is not None:
-            body = pending + (" " if pending.endswith(" in") else "") + body
+            joined = pending + (" " if pending.endswith(" in") else "") + body
+            # a path cut anywhere ("…/modules/module." + "py:1818 in state_dict") joins only into a header
+            if not _RICH_PATH_PART.match(pending) or _RICH_FRAME.match(joined) or _RICH_HEAD.match(joined):
+                body = joined
         m = _RICH_FRAME.match(body)
         if m:
             return f'  File "{m.group("path")}", line {m.group("line")}, in {m.group("func")}'
-        if _RICH_HEAD.match(body):
+        if _RICH_HEAD.match(body) or _RICH_PATH_PART.match(body):
             run.rich_pending[key] = body
             return None
         m = _RICH_RUNNING.match(body)

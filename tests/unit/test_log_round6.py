@@ -1,0 +1,86 @@
+"""Shapes of real logs from round 6's threads (tests/cases/real_round6_*.yaml, paths kept as the reporters pasted
+them): each test feeds one excerpt and checks what the reader and the rules make of it."""
+
+from __future__ import annotations
+
+from oomdoctor.facts.log import parse_log_text
+from oomdoctor.rules.assemble import facts_of
+from oomdoctor.rules.engine import diagnose
+from oomdoctor.rules.log_stop import log_stop
+
+# lm-sys/FastChat#693: a rich box cut before its error line; the frame header wrapped inside the path
+# ("…/modules/module." + "py:1818 in state_dict"), not at its ".py:".
+RICH_CUT_IN_PATH = """\
+│   1817 │   │   │   if module is not None:                                                        │
+│ ❱ 1818 │   │   │   │   module.state_dict(destination=destination, prefix=prefix + name + '.', k  │
+│                                                                                                  │
+│ /ihepbatch/cc/zdzhang/anaconda3/envs/haist/lib/python3.10/site-packages/torch/nn/modules/module. │
+│ py:1818 in state_dict                                                                            │
+│                                                                                                  │
+│   1815 │   │   self._save_to_state_dict(destination, prefix, keep_vars)                          │
+│ ❱ 1818 │   │   │   │   module.state_dict(destination=destination, prefix=prefix + name + '.', k  │
+"""
+
+
+def test_a_rich_header_wrapped_inside_its_path_is_one_frame_and_state_dict_is_a_save() -> None:
+    facts = parse_log_text(RICH_CUT_IN_PATH)
+    assert facts.frames == ["state_dict"]
+    assert facts.traceback_cut and not facts.oom
+    assert facts.phase == "save"
+    diagnosis = diagnose(facts_of(log=facts))
+    assert [q.key for q in diagnosis.questions] == ["memory_kind"]  # cut: which memory is asked, not "no OOM"
+
+
+def test_a_box_line_that_only_looks_like_a_path_start_keeps_the_next_header() -> None:
+    text = (
+        "│ /data/run/outputs                                                                  │\n"
+        "│ /root/lib/python3.10/site-packages/transformers/trainer.py:1929 in _inner_training_loop │\n"
+    )
+    assert parse_log_text("Traceback (most recent call last)\n" + text).frames == ["_inner_training_loop"]
+
+
+# modelscope/ms-swift#2416: the evaluation finished, PEFT warns from its save code, then a traceback cut
+# before its error line.
+PEFT_SAVE = """\
+Val: 100%|██████████| 98/98 [00:39<00:00,  2.51it/s]
+/home/aistudio/swiftenv/lib/python3.11/site-packages/peft/utils/save_and_load.py:202: UserWarning: Setting `save_embedding_layers` to `True` as embedding layers found in `target_modules`.
+  warnings.warn("Setting `save_embedding_layers` to `True` as embedding layers found in `target_modules`.")
+Traceback (most recent call last):
+  File "/home/aistudio/swiftenv/lib/python3.11/site-packages/swift/cli/sft.py", line 5, in <module>
+    sft_main()
+"""
+
+
+def test_a_peft_save_warning_before_a_cut_traceback_places_a_save() -> None:
+    facts = parse_log_text(PEFT_SAVE)
+    assert facts.traceback_cut
+    assert facts.phase == "save" and facts.stopped_in == "save"
+
+
+# databrickslabs/dolly#111 and Tencent/TencentPretrain#70: DeepSpeed's see_memory_usage lines while ZeRO-3
+# builds its partitions / parameter offload, then nothing (the process was killed).
+ZERO3_INIT = """\
+[2023-05-24 10:02:10,934] [INFO] [utils.py:829:see_memory_usage] DeepSpeedZeRoOffload initialize [begin]
+[2023-05-24 10:02:10,935] [INFO] [utils.py:834:see_memory_usage] MA 0.0 GB         Max_MA 0.0 GB         CA 0.73 GB         Max_CA 1 GB
+[2023-05-24 10:02:10,935] [INFO] [utils.py:839:see_memory_usage] CPU Virtual Memory:  used = 23.44 GB, percent = 24.8%
+Parameter Offload: Total persistent parameters: 266240 in 65 params
+[2023-05-24 10:02:10,993] [INFO] [utils.py:829:see_memory_usage] DeepSpeedZeRoOffload initialize [end]
+"""
+
+
+def test_a_log_that_stops_while_deepspeed_initialises_is_a_stop_at_load_and_asks_which_memory() -> None:
+    facts = parse_log_text(ZERO3_INIT)
+    assert not facts.oom and facts.stopped_in == "zero_init"
+    stop = log_stop(None, facts)
+    assert stop is not None and stop.where == "load"
+    diagnosis = diagnose(facts_of(log=facts))
+    assert [q.key for q in diagnosis.questions] == ["memory_kind"]
+    answered = diagnose(facts_of(log=facts, answers={"memory_kind": "host"}))
+    assert answered.oom and answered.phase == "load" and answered.cause == "host_ram"
+
+
+def test_a_deepspeed_engine_banner_alone_is_no_stop() -> None:
+    facts = parse_log_text(
+        "[2025-04-02 10:01:12,440] [INFO] [logging.py:128:log_dist] [Rank 0] DeepSpeed info: version=0.16.4\n"
+    )
+    assert log_stop(None, facts) is None
