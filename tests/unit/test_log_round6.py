@@ -84,3 +84,39 @@ def test_a_deepspeed_engine_banner_alone_is_no_stop() -> None:
         "[2025-04-02 10:01:12,440] [INFO] [logging.py:128:log_dist] [Rank 0] DeepSpeed info: version=0.16.4\n"
     )
     assert log_stop(None, facts) is None
+
+
+# huggingface/peft#1927: a notebook; the message quoted and cut after "GPU ", the traceback cut below Trainer.train
+# (the commenter says the evaluation ran out).
+NOTEBOOK_FRAGMENT = """\
+eval still seems to eat to much memory, but GPU this time
+`OutOfMemoryError: CUDA out of memory. Tried to allocate 8.08 GiB. GPU `
+
+---------------------------------------------------------------------------
+OutOfMemoryError                          Traceback (most recent call last)
+Cell In[22], line 29
+     27 )
+---> 29 trainer.train()
+
+File ~/micromamba/envs/arcd2-libcheck-peft/lib/python3.11/site-packages/transformers/trainer.py:1932, in Trainer.train(self, resume_from_checkpoint, trial, ignore_keys_for_eval, **kwargs)
+   1931 else:
+-> 1932     return inner_training_loop(
+   1933         args=args,
+[...]
+"""
+
+
+def test_a_fragment_cut_at_the_training_loop_places_no_first_batch_and_asks_the_phase() -> None:
+    facts = parse_log_text(NOTEBOOK_FRAGMENT)
+    assert facts.oom and facts.requested_mib == 8.08 * 1024
+    assert facts.phase == "unknown"
+    diagnosis = diagnose(facts_of(log=facts))
+    assert diagnosis.phase == "unknown" and [q.key for q in diagnosis.questions] == ["phase"]
+
+
+def test_the_same_frames_under_a_whole_message_keep_the_first_batch_guess() -> None:
+    whole = NOTEBOOK_FRAGMENT.replace(
+        "GPU `", "GPU 0 has a total capacity of 14.74 GiB of which 42.19 MiB is free.`"
+    )
+    facts = parse_log_text(whole)
+    assert facts.phase == "first_batch" and facts.phase_confidence == "low"

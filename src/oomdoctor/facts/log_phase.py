@@ -117,6 +117,20 @@ def step_forward_frames() -> frozenset[str]:
     return frozenset(load_data_file(MARKERS_FILE).get("step_forward_frames") or ())
 
 
+def _message_cut(message: str) -> bool:
+    """An OOM message that names its request but stops before the card's account (capacity, free)."""
+    return "Tried to allocate" in message and not ("capacity" in message or " free" in message)
+
+
+@lru_cache(maxsize=1)
+def outer_loop_frames() -> frozenset[str]:
+    """A trainer's outer loop functions, which allocate nothing themselves (log_markers.yaml)."""
+    from oomdoctor.datafiles import load_data_file
+    from oomdoctor.facts.log_tables import MARKERS_FILE
+
+    return frozenset(load_data_file(MARKERS_FILE).get("outer_loop_frames") or ())
+
+
 # "rollout": an RL trainer generating inside its training step (a `generate` below it is not an evaluation).
 _ROLE_RANK = {"context": 5, "after_step": 4, "train": 3, "rollout": 3, "loss": 2, "forward": 1}
 # What the Trainer does in its after-step hook: the phases a failure there can belong to.
@@ -336,6 +350,8 @@ class _Decision:
         roles, compute = self.hits.roles, self.hits.compute
         rollout = roles.get("rollout")
         deciding = roles.get("train") or rollout or roles["loss"]
+        if self._stops_at_the_loop(deciding):
+            return
         if compute is not None and compute[0] is not deciding[0]:
             self._frame_evidence(compute)  # what was allocating
         if (
@@ -346,6 +362,26 @@ class _Decision:
             self._frame_evidence(rollout)  # an RL rollout: what it holds is the likely cause
         self._frame_evidence(deciding)  # why it is training
         self._training(step_frames=True)
+
+    def _stops_at_the_loop(self, deciding: _Hit) -> bool:
+        """A fragment pasted, not a log: the OOM message cut before the card's account (or no error line at all)
+        and a traceback whose innermost frame is the training loop itself (``Trainer.train``), which allocates
+        nothing, so the frames below it were cut too. That no progress line precedes it then says nothing about
+        how far training had come: the phase is unknown (asked), not the first batch."""
+        innermost = next((f for f in reversed(self.frames) if f.function), None)
+        loop = outer_loop_frames()
+        if innermost is None or innermost is not deciding[0] or innermost.function not in loop:
+            return False
+        if innermost.code and any(name not in loop for name in _CALL.findall(innermost.code)):
+            return False  # its running line calls into the step (``self.training_step(...)``): not cut at the loop
+        if self.any_steps or self.snap.training_started or self.snap.context is not None:
+            return False
+        if not (self.failure.cut or _message_cut(self.failure.message)):
+            return False
+        self._set("unknown", "low")
+        self._frame_evidence(deciding)
+        self.ev.append(text("log_ev_stops_at_loop", frame=_label(innermost)))
+        return True
 
     def _compute_frames(self) -> None:
         roles, snap, run = self.hits.roles, self.snap, self.run
