@@ -120,3 +120,44 @@ def test_the_same_frames_under_a_whole_message_keep_the_first_batch_guess() -> N
     )
     facts = parse_log_text(whole)
     assert facts.phase == "first_batch" and facts.phase_confidence == "low"
+
+
+# databrickslabs/dolly#111: the host at 95.3 % in DeepSpeed's own report, then the log stops (killed, -9).
+ZERO3_HOST_FULL = """\
+[2023-04-20 19:03:19,578] [INFO] [utils.py:831:see_memory_usage] After creating fp32 partitions
+[2023-04-20 19:03:19,581] [INFO] [utils.py:832:see_memory_usage] MA 0.13 GB         Max_MA 0.13 GB         CA 0.63 GB         Max_CA 1 GB
+[2023-04-20 19:03:19,581] [INFO] [utils.py:840:see_memory_usage] CPU Virtual Memory:  used = 29.71 GB, percent = 95.3%
+[2023-04-20 19:03:19,633] [INFO] [utils.py:831:see_memory_usage] Before initializing optimizer states
+"""
+
+
+def test_deepspeed_s_report_of_a_full_host_where_the_log_stops_is_a_host_oom_at_load() -> None:
+    facts = parse_log_text(ZERO3_HOST_FULL)
+    assert facts.host_ram_percent == 95.3 and facts.host_ram_used_gib == 29.71
+    diagnosis = diagnose(facts_of(log=facts))
+    assert diagnosis.oom and diagnosis.phase == "load" and diagnosis.cause == "host_ram"
+    assert diagnosis.proposal is not None and diagnosis.proposal.rule.startswith("host_ram.")
+    line = next(f for f in diagnosis.findings if f.id == "host_ram_report").text
+    assert "95.3%" in line["en"] and "29.71 GB" in line["zh"]
+
+
+def test_a_host_report_well_below_full_proves_nothing_and_the_memory_is_asked() -> None:
+    facts = parse_log_text(ZERO3_INIT)
+    assert facts.host_ram_percent == 24.8
+    diagnosis = diagnose(facts_of(log=facts))
+    assert not diagnosis.oom and "host_ram_report" not in [f.id for f in diagnosis.findings]
+
+
+def test_a_full_host_report_before_training_steps_is_stale_where_the_log_stops_later() -> None:
+    steps = "".join(f" {n}%|#   | {n}/100 [00:{n:02d}<01:00, 1.00it/s]\n" for n in range(1, 40))
+    facts = parse_log_text(ZERO3_HOST_FULL + "***** Running training *****\n" + steps)
+    diagnosis = diagnose(facts_of(log=facts))
+    assert not diagnosis.oom and "host_ram_report" not in [f.id for f in diagnosis.findings]
+    assert diagnosis.questions  # where it stopped is asked, not settled by the stale report
+
+
+def test_a_report_line_outside_the_percent_range_is_not_read() -> None:
+    from oomdoctor.facts.log_host_report import host_ram_report
+
+    assert host_ram_report("CPU Virtual Memory:  used = 29.71 GB, percent = 953.0%") is None
+    assert host_ram_report("CPU Virtual Memory:  used = 29.71 GB, percent = 95.3%") is not None

@@ -411,6 +411,7 @@ def _banner_facts(f: LogFacts, run: Run) -> None:
     f.nonfinite_seen = run.nonfinite_seen
     f.stopped_on_warning = run.snap.context_warned
     f.fsdp_seen = run.fsdp_seen
+    f.host_ram_percent, f.host_ram_used_gib = run.host_ram_percent, run.host_ram_used_gib
     f.warnings = list(run.warnings)
     f.alloc_retries = run.alloc_retries + run.alloc_retries_max
 

@@ -12,7 +12,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from oomdoctor.facts import launcher
+from oomdoctor.facts import launcher, log_host_report
 from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
@@ -219,6 +219,8 @@ class Run:
     errors_seen: int = 0
     other_error: str | None = None
     setup_seen: bool = False
+    host_ram_percent: float | None = None  # the last host RAM report's share (facts/log_host_report.py)
+    host_ram_used_gib: float | None = None
     setup_line: str | None = None
     setup_why: Text | None = None
     warnings: list[str] = field(default_factory=list)
@@ -707,6 +709,13 @@ class LogScanner:
             self._allocator_warning(text)
         if t.step_counter_any is not None and t.step_counter_any.search(text):
             self._step_counter(text)
+        if log_host_report.HINT in text:
+            self._host_ram_report(text)
+
+    def _host_ram_report(self, text: str) -> None:
+        report = log_host_report.host_ram_report(text)
+        if report is not None:
+            self.run.host_ram_percent, self.run.host_ram_used_gib = report.percent, report.used_gib
 
     def _step_counter(self, text: str) -> None:
         """A trainer's own step line ("Epoch:[1/1](2/19994)", "Step [120/1563]"): read like the train bar,

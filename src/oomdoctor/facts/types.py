@@ -202,6 +202,10 @@ class LogFacts:
     # that last marker is a warning from the phase's own code (FSDP's state-dict warnings in a save)
     stopped_on_warning: bool = False
     fsdp_seen: bool = False  # a line shows FSDP sharding the run (its state-dict warnings, its class name)
+    # the host's RAM in use at the last report the run printed (DeepSpeed's "CPU Virtual Memory: used = X GB,
+    # percent = Y%"; facts/log_host_report.py)
+    host_ram_percent: float | None = None
+    host_ram_used_gib: float | None = None
     vram_allocated_gib: float | None = None  # RECORD_VRAM peak from trainer_log.jsonl
     vram_reserved_gib: float | None = None
     bytes_read: int = 0

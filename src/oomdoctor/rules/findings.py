@@ -16,6 +16,7 @@ from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import MESSAGES, Lang, both, msg
 from oomdoctor.rules.derive import error_line_missing, evaluation_only
 from oomdoctor.rules.facts import Facts
+from oomdoctor.rules.host_report import host_full_at_stop
 from oomdoctor.rules.log_stop import log_stop
 from oomdoctor.rules.texts import count_text, mib_text
 from oomdoctor.text import Text
@@ -81,6 +82,15 @@ def _log_stop(facts: Facts) -> list[Finding]:
             lambda lang: {"what": msg(f"phase_{stop.next_kind}", lang), "at": stop.next_step},
         )
     return out
+
+
+def _host_ram_report(facts: Facts) -> list[Finding]:
+    """The run's own report of the host's RAM, full where the log stops (rules/host_report.py)."""
+    log = facts.log
+    if log is None or log.host_ram_percent is None or not host_full_at_stop(facts):
+        return []
+    used = f"{log.host_ram_used_gib:g} GB" if log.host_ram_used_gib is not None else "?"
+    return finding("host_ram_report", "warning", percent=f"{log.host_ram_percent:g}", used=used)
 
 
 def _ranks(facts: Facts) -> list[Finding]:
@@ -395,6 +405,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _inputs,
     _traceback_cut,
     _log_stop,
+    _host_ram_report,
     _ranks,
     _other_error,
     _phase_answer_over_log,
