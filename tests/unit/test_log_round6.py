@@ -161,3 +161,52 @@ def test_a_report_line_outside_the_percent_range_is_not_read() -> None:
 
     assert host_ram_report("CPU Virtual Memory:  used = 29.71 GB, percent = 953.0%") is None
     assert host_ram_report("CPU Virtual Memory:  used = 29.71 GB, percent = 95.3%") is not None
+
+
+# torchtune's recipe set-up lines (its own logger), as printed by `tune run lora_finetune_distributed`.
+TORCHTUNE_SETUP = """\
+INFO:torchtune.utils._logging:Running LoRAFinetuneRecipeDistributed with resolved config:
+INFO:torchtune.utils._logging:Model is initialized with precision torch.bfloat16.
+INFO:torchtune.utils._logging:Tokenizer is initialized from file.
+INFO:torchtune.utils._logging:Optimizer is initialized.
+INFO:torchtune.utils._logging:Loss is initialized.
+INFO:torchtune.utils._logging:Dataset and Sampler are initialized.
+INFO:torchtune.utils._logging:Learning rate scheduler is initialized.
+"""
+OOM_WORDS = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of "
+    "23.68 GiB of which 1.02 GiB is free.\n"
+)
+
+
+def test_torchtune_s_finished_set_up_places_a_frameless_oom_at_the_first_step() -> None:
+    facts = parse_log_text(TORCHTUNE_SETUP + OOM_WORDS)
+    assert facts.oom and facts.phase == "first_batch"
+    cut = parse_log_text(TORCHTUNE_SETUP)
+    assert not cut.oom and log_stop(None, cut) is not None  # stops under way: asked, not "no OOM"
+    assert diagnose(facts_of(log=cut)).questions
+
+
+def test_torchtune_s_model_set_up_places_a_frameless_oom_at_load() -> None:
+    head = "\n".join(TORCHTUNE_SETUP.splitlines()[:2]) + "\n"
+    assert parse_log_text(head + OOM_WORDS).phase == "load"
+
+
+def test_a_sharded_fsdp_save_frame_is_a_save() -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/work/llama-recipes/src/llama_recipes/utils/train_utils.py", line 180, in train\n'
+        "    save_model_and_optimizer_sharded(model, rank, train_config)\n"
+        '  File "/work/llama-recipes/src/llama_recipes/model_checkpointing/checkpoint_handler.py", line 101, in save_model_and_optimizer_sharded\n'
+        "    dist_cp.save_state_dict(\n"
+    )
+    facts = parse_log_text(log)
+    assert facts.traceback_cut and facts.phase == "save"
+
+
+def test_a_log_that_stops_while_the_dataset_is_read_is_a_stop_at_load() -> None:
+    facts = parse_log_text(
+        "[INFO|2025-03-02 10:21:44] llamafactory.data.loader:143 >> Loading dataset big_corpus.json...\n"
+    )
+    stop = log_stop(None, facts)
+    assert stop is not None and stop.where == "load"

@@ -84,8 +84,8 @@ def _where(log: LogFacts) -> str | None:
         if log.total_steps and steps >= log.total_steps:
             return "train_end"
         return "train"
-    if log.loading_shards or log.weights_loaded or log.stopped_in == "zero_init":
-        return "load"  # DeepSpeed building its partitions is still the set-up before the first step
+    if log.loading_shards or log.weights_loaded or log.stopped_in in ("load", "zero_init"):
+        return "load"  # reading the data or the model, DeepSpeed building its partitions: the set-up
     return None
 
 
