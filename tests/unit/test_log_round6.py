@@ -210,3 +210,31 @@ def test_a_log_that_stops_while_the_dataset_is_read_is_a_stop_at_load() -> None:
     )
     stop = log_stop(None, facts)
     assert stop is not None and stop.where == "load"
+
+
+# lm-sys/FastChat#390: a message recognised from a screenshot (letters dropped, "MiBfree" glued), the next log
+# lines run into it, and the reserved figure's decimal point lost ("3764 GiB" on a 39.43 GiB card).
+OCR_MESSAGE = (
+    "JutofMemoryError: CUDA out of memory. Tried t allocate 388.00 MiB (GPV 0; 39.43 GiB total capacity; 37.42 GiB "
+    "already allocated; 126.25 MiBfree; 3764 GiB reserved in total by Pyorch) If reserved memory is >> allocated "
+    "memory try setting max split size mb to avoid framentationSee documentation for Memory Management and PYTORCH "
+    "CUDA ALLOC CONFwandb: Waiting for W&B process to finish...(failed 1).\n"
+)
+
+
+def test_a_mangled_message_still_gives_its_numbers_but_not_an_impossible_one() -> None:
+    facts = parse_log_text(OCR_MESSAGE)
+    assert facts.oom
+    assert facts.requested_mib == 388.0 and facts.free_mib == 126.25
+    assert facts.capacity_mib == round(39.43 * 1024, 2) and facts.allocated_mib == round(37.42 * 1024, 2)
+    assert facts.reserved_mib is None  # 3764 GiB cannot be reserved on a 39.43 GiB card
+
+
+def test_a_whole_message_is_read_by_the_strict_patterns_alone() -> None:
+    from oomdoctor.facts.log_oom import parse_oom_numbers
+
+    whole = parse_oom_numbers(
+        "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.93 GiB total capacity; 6.98 GiB already "
+        "allocated; 15.56 MiB free; 7.12 GiB reserved in total by PyTorch)"
+    )
+    assert (whole.requested_mib, whole.free_mib, whole.reserved_mib) == (20.0, 15.56, round(7.12 * 1024, 2))
