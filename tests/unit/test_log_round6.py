@@ -238,3 +238,43 @@ def test_a_whole_message_is_read_by_the_strict_patterns_alone() -> None:
         "allocated; 15.56 MiB free; 7.12 GiB reserved in total by PyTorch)"
     )
     assert (whole.requested_mib, whole.free_mib, whole.reserved_mib) == (20.0, 15.56, round(7.12 * 1024, 2))
+
+
+# hiyouga/LlamaFactory#4213 (the Trainer's banner) and huggingface/transformers#14541 (run_clm's own line and
+# DataParallel's gather warning): one process over several GPUs.
+DP_BANNER = """\
+[INFO|trainer.py:2081] 2024-06-11 11:55:22,961 >>   Instantaneous batch size per device = 1
+[INFO|trainer.py:2083] 2024-06-11 11:55:22,961 >>   Training with DataParallel so batch size has been adjusted to: 4
+"""
+DP_RUN_CLM = (
+    "11/26/2021 16:35:03 - WARNING - __main__ - Process rank: -1, device: cuda:0, n_gpu: 8distributed training: "
+    "False, 16-bits training: False\n"
+)
+
+
+def test_dataparallel_is_read_with_its_gpus_from_the_banner_or_the_script_s_line() -> None:
+    banner = parse_log_text(DP_BANNER)
+    assert banner.data_parallel and banner.data_parallel_gpus == 4  # adjusted batch 4 / 1 per device
+    clm = parse_log_text(DP_RUN_CLM)
+    assert clm.data_parallel and clm.data_parallel_gpus == 8
+    one = parse_log_text(DP_RUN_CLM.replace("n_gpu: 8", "n_gpu: 1"))
+    assert not one.data_parallel
+
+
+def test_a_dataparallel_oom_says_gpu_0_gathers_and_not_several_copies_of_ranks() -> None:
+    from oomdoctor.facts.config import config_from_mapping
+
+    config = config_from_mapping({"stage": "pt", "finetuning_type": "full", "per_device_train_batch_size": 8})
+    banner = (
+        "[INFO|trainer.py:1199] >>   Instantaneous batch size per device = 8\n"
+        "[INFO|trainer.py:1200] >>   Total train batch size (w. parallel, distributed & accumulation) = 64\n"
+        "[INFO|trainer.py:1201] >>   Gradient Accumulation steps = 1\n"
+    )
+    facts = parse_log_text(DP_RUN_CLM + banner + OOM_WORDS)
+    diagnosis = diagnose(facts_of(config=config, log=facts))
+    without = diagnose(facts_of(config=config, log=parse_log_text(banner + OOM_WORDS)))
+    assert "multi_gpu_no_deepspeed" in [f.id for f in without.findings]  # 64 / 8: eight of something
+    ids = [f.id for f in diagnosis.findings]
+    assert "data_parallel" in ids and "multi_gpu_no_deepspeed" not in ids
+    line = next(f for f in diagnosis.findings if f.id == "data_parallel").text
+    assert "8 GPUs" in line["en"] and "GPU 0" in line["zh"]

@@ -12,7 +12,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from oomdoctor.facts import launcher, log_host_report
+from oomdoctor.facts import launcher, log_data_parallel, log_host_report
 from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
@@ -221,6 +221,8 @@ class Run:
     setup_seen: bool = False
     host_ram_percent: float | None = None  # the last host RAM report's share (facts/log_host_report.py)
     host_ram_used_gib: float | None = None
+    data_parallel: bool = False  # the run trains on torch.nn.DataParallel (facts/log_data_parallel.py)
+    data_parallel_gpus: int | None = None
     setup_line: str | None = None
     setup_why: Text | None = None
     warnings: list[str] = field(default_factory=list)
@@ -711,6 +713,16 @@ class LogScanner:
             self._step_counter(text)
         if log_host_report.HINT in text:
             self._host_ram_report(text)
+        if any(h in text for h in log_data_parallel.HINTS):
+            self._data_parallel(text)
+
+    def _data_parallel(self, text: str) -> None:
+        line = log_data_parallel.data_parallel_line(text)
+        if line is not None:
+            run = self.run
+            run.data_parallel = True
+            by_batch = log_data_parallel.gpus_from_batch(line.batch, run.instantaneous_batch_size)
+            run.data_parallel_gpus = line.gpus or by_batch or run.data_parallel_gpus
 
     def _host_ram_report(self, text: str) -> None:
         report = log_host_report.host_ram_report(text)

@@ -206,6 +206,10 @@ class LogFacts:
     # percent = Y%"; facts/log_host_report.py)
     host_ram_percent: float | None = None
     host_ram_used_gib: float | None = None
+    # the run trains on torch.nn.DataParallel: one process over several GPUs, GPU 0 gathering the outputs
+    # (facts/log_data_parallel.py); the GPUs when a line names them
+    data_parallel: bool = False
+    data_parallel_gpus: int | None = None
     vram_allocated_gib: float | None = None  # RECORD_VRAM peak from trainer_log.jsonl
     vram_reserved_gib: float | None = None
     bytes_read: int = 0

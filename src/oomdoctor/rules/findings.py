@@ -243,11 +243,22 @@ def _eval_batch_default(facts: Facts) -> list[Finding]:
     return finding("eval_batch_default", micro=config.per_device_train_batch_size)
 
 
+def _data_parallel(facts: Facts) -> list[Finding]:
+    """One process over several GPUs (torch.nn.DataParallel, facts/log_data_parallel.py): GPU 0 gathers."""
+    log = facts.log
+    if log is None or not log.data_parallel:
+        return []
+    gpus = log.data_parallel_gpus
+    return finding("data_parallel", "warning", gpus=gpus if gpus is not None else "?")
+
+
 def _multi_gpu_no_deepspeed(facts: Facts) -> list[Finding]:
     d = facts.derived
     processes = _processes_shown(facts)
     if facts.config is None or processes <= 1 or d.sharded_by != "none":
         return []
+    if facts.log is not None and facts.log.data_parallel:
+        return []  # one process, not several: said by _data_parallel
     return finding("multi_gpu_no_deepspeed", "warning", world=processes)
 
 
@@ -420,6 +431,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _effective_batch,
     _effective_batch_unknown_world,
     _eval_batch_default,
+    _data_parallel,
     _multi_gpu_no_deepspeed,
     _cutoff_above_longest,
     _weights_share,
