@@ -278,3 +278,39 @@ def test_a_dataparallel_oom_says_gpu_0_gathers_and_not_several_copies_of_ranks()
     assert "data_parallel" in ids and "multi_gpu_no_deepspeed" not in ids
     line = next(f for f in diagnosis.findings if f.id == "data_parallel").text
     assert "8 GPUs" in line["en"] and "GPU 0" in line["zh"]
+
+
+# huggingface/trl#2250: a trainer's own train() generating inside unwrap_model_for_generation (ZeRO-3), the
+# stored copy cut before the error line.
+GATHER_CUT = """\
+[rank7]: Traceback (most recent call last):
+[rank7]:   File "/export/scripts/training.py", line 243, in <module>
+[rank7]:     trainer.train(resume_from_checkpoint=config.checkpoint_path)
+[rank7]:   File "/export/trainer/trainer_simple_rloo.py", line 195, in train
+[rank7]:     with torch.no_grad(), unwrap_model_for_generation(model, self.accelerator) as unwrapped_model:
+[rank7]:   File "/opt/conda/lib/python3.12/contextlib.py", line 137, in
+"""
+
+
+def test_a_whole_model_gather_on_a_frame_s_line_is_read_and_proposed_against_once_on_the_gpu() -> None:
+    facts = parse_log_text(GATHER_CUT)
+    assert facts.traceback_cut and facts.whole_model_gather == "unwrap_model_for_generation"
+    answered = diagnose(facts_of(log=facts, answers={"memory_kind": "gpu"}))
+    assert answered.cause == "weights"
+    assert answered.proposal is not None and answered.proposal.rule == "weights.gather_for_generation"
+    assert "unwrap_model_for_generation" in answered.proposal.why["en"]
+
+
+def test_deepspeed_s_gather_below_it_is_not_read_as_loading() -> None:
+    below = GATHER_CUT.replace(
+        '[rank7]:   File "/opt/conda/lib/python3.12/contextlib.py", line 137, in\n',
+        '[rank7]:   File "/opt/conda/lib/python3.12/site-packages/deepspeed/runtime/zero/partition_parameters.py", '
+        "line 2235, in __enter__\n[rank7]:     self.params[0].all_gather(param_list=self.params)\n",
+    )
+    assert parse_log_text(below).phase != "load"
+    plain = parse_log_text(
+        "Traceback (most recent call last):\n"
+        '  File "/opt/conda/lib/python3.12/site-packages/deepspeed/runtime/zero/partition_parameters.py", '
+        "line 2235, in __enter__\n"
+    )
+    assert plain.phase == "load"  # without the gather above it, DeepSpeed's parameter code is still loading

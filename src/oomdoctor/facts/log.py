@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 from oomdoctor.errors import BadInput
 from oomdoctor.facts import log_window
+from oomdoctor.facts.log_gather import whole_model_gather
 from oomdoctor.facts.log_oom import parse_oom_numbers
 from oomdoctor.facts.log_phase import Frame, decide, text
 from oomdoctor.facts.log_reassemble import reassemble
@@ -353,6 +354,7 @@ def _facts_from(
     f.rank = failure.rank
     f.host = failure.host
     f.frames = [fr.function for fr in res.frames if fr.function]
+    f.whole_model_gather = whole_model_gather(res.frames)
     f.zero_stage = _zero_stage_of(res.frames, tables()) or f.zero_stage
     f.training_started = fs.training_started
     f.eval_started = fs.eval_started

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from oomdoctor.facts.log_gather import whole_model_gather
 from oomdoctor.facts.log_scan import FILE_LINE, FRAGMENT_LINE, Failure, Run, Snapshot, match_frame_line
 from oomdoctor.facts.log_tables import CodeRule, FrameRule, Tables
 from oomdoctor.i18n import both
@@ -214,6 +215,16 @@ def _frame_hits(frames: list[Frame], t: Tables) -> _Hits:
         and frames.index(rollout[0]) < frames.index(hits.context[0])
     ):
         hits.context = None  # the generation below an RL rollout is the rollout, part of the training step
+    elif (
+        rollout is not None
+        and hits.context is not None
+        and hits.context[1].phase == "load"
+        and frames.index(rollout[0]) < frames.index(hits.context[0])
+        and whole_model_gather([rollout[0]]) is not None
+    ):
+        hits.context = (
+            None  # DeepSpeed's parameter code below a whole-model gather is that gather, not loading
+        )
     return hits
 
 

@@ -210,6 +210,9 @@ class LogFacts:
     # (facts/log_data_parallel.py); the GPUs when a line names them
     data_parallel: bool = False
     data_parallel_gpus: int | None = None
+    # the function the failing traceback runs that gathers the whole model onto each card (ZeRO-3's
+    # unwrap_model_for_generation, a weight sync to vLLM; facts/log_gather.py)
+    whole_model_gather: str | None = None
     vram_allocated_gib: float | None = None  # RECORD_VRAM peak from trainer_log.jsonl
     vram_reserved_gib: float | None = None
     bytes_read: int = 0
