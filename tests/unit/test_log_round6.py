@@ -314,3 +314,12 @@ def test_deepspeed_s_gather_below_it_is_not_read_as_loading() -> None:
         "line 2235, in __enter__\n"
     )
     assert plain.phase == "load"  # without the gather above it, DeepSpeed's parameter code is still loading
+
+
+def test_a_windows_path_wrapped_inside_its_name_is_one_frame_too() -> None:
+    text = (
+        "Traceback (most recent call last)\n"
+        "│ C:\\Users\\me\\envs\\t\\lib\\site-packages\\torch\\nn\\modules\\module. │\n"
+        "│ py:1818 in state_dict                                                 │\n"
+    )
+    assert parse_log_text(text).frames == ["state_dict"]

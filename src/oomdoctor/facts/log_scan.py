@@ -76,7 +76,7 @@ RICH_BOX = "│"
 _RICH_FRAME = lazy(r"^(?P<path>\S.*?\.pyx?):(?P<line>\d+) in (?P<func>[^\s(]+)$")
 _RICH_HEAD = lazy(r"^\S.*?\.pyx?:(?:\d+ in)?$")
 # the start of a header whose path the box wrapped inside a name: an absolute path with no space and no ".py:"
-_RICH_PATH_PART = lazy(r"^(?:/|~/|[A-Za-z]:\\)[^\s:]*/[^\s:]*$")
+_RICH_PATH_PART = lazy(r"^(?:/|~/|[A-Za-z]:\\)[^\s:]*[/\\][^\s:]*$")
 _RICH_RUNNING = lazy(r"^(?:❱|>|→)\s*\d+\s+(?P<code>.*)$")
 _BOX_ONLY = lazy(r"^[\s╭╮╰╯─│┃━┏┓┗┛]+$")
 # A job platform that wraps every line of the process's output as its own log record: one or more
