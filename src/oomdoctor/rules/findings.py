@@ -243,6 +243,15 @@ def _eval_batch_default(facts: Facts) -> list[Finding]:
     return finding("eval_batch_default", micro=config.per_device_train_batch_size)
 
 
+def _cpu_compute(facts: Facts) -> list[Finding]:
+    """PyTorch's CPU allocator failed in the model's compute: the run trains on the CPU, so its batch lives in
+    host RAM (often by accident: no CUDA device was visible)."""
+    log = facts.log
+    if log is None or log.oom_kind != "cpu_alloc" or facts.derived.phase in ("load", "save"):
+        return []
+    return finding("cpu_compute", "warning")
+
+
 def _data_parallel(facts: Facts) -> list[Finding]:
     """One process over several GPUs (torch.nn.DataParallel, facts/log_data_parallel.py): GPU 0 gathers."""
     log = facts.log
@@ -431,6 +440,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _effective_batch,
     _effective_batch_unknown_world,
     _eval_batch_default,
+    _cpu_compute,
     _data_parallel,
     _multi_gpu_no_deepspeed,
     _cutoff_above_longest,
