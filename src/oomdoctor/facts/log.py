@@ -355,6 +355,7 @@ def _facts_from(
     f.host = failure.host
     f.frames = [fr.function for fr in res.frames if fr.function]
     f.whole_model_gather = whole_model_gather(res.frames)
+    f.cpu_compute = res.kind == "cpu_alloc" and res.compute_role in ("forward", "loss")
     f.zero_stage = _zero_stage_of(res.frames, tables()) or f.zero_stage
     f.training_started = fs.training_started
     f.eval_started = fs.eval_started

@@ -52,6 +52,7 @@ class PhaseResult:
     kind: str | None = None  # the failure kind, refined by the library it was raised in
     error_type: str | None = None
     candidates: list[str] = field(default_factory=list)  # phases still possible when phase is "unknown"
+    compute_role: str | None = None  # the role of the innermost compute frame (forward / loss / train ...)
 
 
 def text(key: str, **fields: object) -> Text:
@@ -258,6 +259,7 @@ class _Decision:
             self.ev.append(
                 text("log_ev_sibling_frames", other=failure.adopted_from or "?", own=failure.key or "?")
             )
+        res.compute_role = self.hits.compute[1].role if self.hits.compute is not None else None
         if not self._by_frames():
             self._by_marker()
         if failure.cut and not any(f.function for f in self.frames):

@@ -213,6 +213,8 @@ class LogFacts:
     # the function the failing traceback runs that gathers the whole model onto each card (ZeRO-3's
     # unwrap_model_for_generation, a weight sync to vLLM; facts/log_gather.py)
     whole_model_gather: str | None = None
+    # PyTorch's CPU allocator failed inside the model's forward or loss: the run computes on the CPU
+    cpu_compute: bool = False
     vram_allocated_gib: float | None = None  # RECORD_VRAM peak from trainer_log.jsonl
     vram_reserved_gib: float | None = None
     bytes_read: int = 0

@@ -247,7 +247,7 @@ def _cpu_compute(facts: Facts) -> list[Finding]:
     """PyTorch's CPU allocator failed in the model's compute: the run trains on the CPU, so its batch lives in
     host RAM (often by accident: no CUDA device was visible)."""
     log = facts.log
-    if log is None or log.oom_kind != "cpu_alloc" or facts.derived.phase in ("load", "save"):
+    if log is None or not log.cpu_compute:
         return []
     return finding("cpu_compute", "warning")
 
