@@ -323,3 +323,21 @@ def test_a_windows_path_wrapped_inside_its_name_is_one_frame_too() -> None:
         "│ py:1818 in state_dict                                                 │\n"
     )
     assert parse_log_text(text).frames == ["state_dict"]
+
+
+def test_each_hinted_marker_alternative_carries_its_hint_and_its_examples_pass_the_prefilter() -> None:
+    """A marker with a `hint` is tried only on lines holding one (log_tables.marker_hints): an alternative
+    without one could never match, and each example line must get past the pre-check."""
+    from test_log_tables import _top_level_alternatives
+
+    from oomdoctor.facts.log_tables import tables
+
+    t = tables()
+    hinted = [m for m in t.raw["markers"] if m.get("hint")]
+    assert hinted and t.marker_hints is not None
+    for marker in hinted:
+        for alternative in _top_level_alternatives(marker["pattern"]):
+            literal = alternative.replace("\\", "")
+            assert any(h in literal for h in marker["hint"]), (marker["pattern"], alternative)
+        for example in marker.get("examples", []):
+            assert t.marker_hints.search(example), example

@@ -701,7 +701,7 @@ class LogScanner:
             self._card(text)
         if "ZeRO stage" in text or "zero_optimization_stage" in text:
             self._zero_stage(text)
-        if t.marker_any.search(text):
+        if t.marker_any.search(text) or (t.marker_hints is not None and t.marker_hints.search(text)):
             self._context_marker(text)
         elif t.run_start.search(text):
             self._restart_if_failed()
@@ -711,6 +711,10 @@ class LogScanner:
             self._allocator_warning(text)
         if t.step_counter_any is not None and t.step_counter_any.search(text):
             self._step_counter(text)
+        if "CPU Virtual" in text or "n_gpu" in text or "DataParallel" in text or "nn/parallel/" in text:
+            self._run_reports(text)  # log_host_report.HINT / log_data_parallel.HINTS: rare, so one test first
+
+    def _run_reports(self, text: str) -> None:
         if log_host_report.HINT in text:
             self._host_ram_report(text)
         if any(h in text for h in log_data_parallel.HINTS):

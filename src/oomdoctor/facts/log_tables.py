@@ -88,6 +88,7 @@ class Tables:
     code: tuple[CodeRule, ...]
     markers: tuple[Marker, ...]
     marker_any: re.Pattern[str]
+    marker_hints: re.Pattern[str] | None  # the hints of the markers left out of marker_any
     load_bars: tuple[str, ...]
     train_bar_words: frozenset[str]
     eval_bar_words: frozenset[str]
@@ -111,6 +112,11 @@ class Tables:
 def _why(entry: dict[str, Any]) -> Text:
     why = entry.get("why") or {}
     return Text(en=str(why.get("en", "")), zh=str(why.get("zh", why.get("en", ""))))
+
+
+def _literals(words: list[str]) -> re.Pattern[str] | None:
+    """One search for any of these plain substrings (None: none)."""
+    return lazy("|".join(re.escape(w) for w in words)) if words else None
 
 
 def _any_of(patterns: list[str]) -> re.Pattern[str]:
@@ -169,7 +175,10 @@ def tables() -> Tables:
         frames=frames,
         code=code,
         markers=markers,
-        marker_any=_any_of([m["pattern"] for m in raw["markers"]]),
+        # a marker with a `hint` is tried only on lines holding one of its hints (rare lines: kept out of the
+        # combined search every line pays for)
+        marker_any=_any_of([m["pattern"] for m in raw["markers"] if not m.get("hint")]),
+        marker_hints=_literals([h for m in raw["markers"] for h in m.get("hint") or ()]),
         load_bars=tuple(raw["load_bars"]),
         train_bar_words=frozenset(str(w).lower() for w in raw["train_bar_words"]),
         eval_bar_words=frozenset(str(w).lower() for w in raw["eval_bar_words"]),
