@@ -223,9 +223,8 @@ def _frame_hits(frames: list[Frame], t: Tables) -> _Hits:
         and frames.index(rollout[0]) < frames.index(hits.context[0])
         and whole_model_gather([rollout[0]]) is not None
     ):
-        hits.context = (
-            None  # DeepSpeed's parameter code below a whole-model gather is that gather, not loading
-        )
+        # DeepSpeed's parameter code below a whole-model gather is that gather, not loading
+        hits.context = None
     return hits
 
 

@@ -95,8 +95,9 @@ def error_line_missing(facts: Facts) -> bool:
 
 def _oom_confirmed(facts: Facts) -> bool:
     """The cut traceback counts as an OOM where it stopped when its frames place a phase or narrow it (a pasted OOM excerpt
-    cut by the paster), or the user said which memory ran out or where. Frames that place nothing (module
-    entry points, glued tracebacks of several processes) are no evidence of an OOM."""
+    cut by the paster), or the user said which memory ran out or where, or the run's own report showed the host's
+    RAM full where a silent log stops (rules/host_report.py). Frames that place nothing (module entry points,
+    glued tracebacks of several processes) are no evidence of an OOM."""
     return "memory_kind" in facts.answers or "phase" in facts.answers or host_full_at_stop(facts)
 
 
