@@ -1,7 +1,7 @@
 """Start-up cost of whole `oomdoctor ...` processes on the bundled demo case, as ratios to the bare interpreter
 measured in the same run, and which heavy modules each one imported (none should).
 
-    python benchmarks/bench_startup.py [--repeats 9]
+    python benchmarks/bench_startup.py [--repeats 9] [--against OTHER/src [--against-only]]
 
 As a user meets it: bytecode compiled (the script compiles the package first and lets its children write
 bytecode even when PYTHONDONTWRITEBYTECODE is set), the user cache warm (one untimed run first: the rule files
@@ -10,7 +10,11 @@ an edit of a rule file is printed too. Targets (issue 12): the headless verbs wi
 app's first frame within 2x `python -c "import textual.app"` (timed until the app says its first frame is
 drawn; the whole process, which at exit waits for the diagnosis started at mount, is printed too). Each command
 runs alternated with its baseline, so a load that comes and goes weighs on both; "cpu x bare" is the same ratio
-in CPU time (user + system), which a loaded machine moves less than the wall time.
+in CPU time (user + system), which a loaded machine moves less than the wall time. ``--against OTHER/src``
+(another checkout's source folder, e.g. a ``git archive`` of main) also times each headless verb with that tree
+and with this one, runs of the two and of the bare interpreter interleaved in the same minutes: the least CPU
+time of each (a start's own cost; a load only ever adds to it), its multiple of the bare interpreter's least,
+and the medians. ``--against-only`` prints that comparison alone.
 """
 
 from __future__ import annotations
@@ -37,9 +41,12 @@ HEAVY = ("torch", "transformers", "datasets", "llamafactory", "textual", "pydant
 BARE = ["-c", "pass"]
 BARE_TEXTUAL = ["-c", "import textual.app"]
 DIAGNOSE = ["-m", "oomdoctor.cli", "diagnose", "--config", str(CONFIG), "--log", str(LOG), "--json"]
+# What the installed `oomdoctor` script runs (pip's console-script wrapper): no runpy, unlike `python -m`.
+CONSOLE_SCRIPT = "import re, sys; from oomdoctor.cli import main; sys.exit(main())"
 COMMANDS = {
     "oomdoctor --help": ["-m", "oomdoctor.cli", "--help"],
     "oomdoctor diagnose --json": DIAGNOSE,
+    "diagnose --json, as the installed script": ["-c", CONSOLE_SCRIPT, *DIAGNOSE[2:]],
     "oomdoctor diagnose --lengths (text)": [
         *DIAGNOSE[:-1], "--lengths", str(LENGTHS),
     ],  # fmt: skip
@@ -129,6 +136,8 @@ def until_line_s(args: list[str], env: dict[str, str], line: str) -> float:
 
 
 def heavy_modules(args: list[str], env: dict[str, str]) -> list[str]:
+    if args[:2] == ["-c", CONSOLE_SCRIPT]:
+        args = ["-m", "oomdoctor.cli", *args[2:]]
     if args[:1] != ["-m"]:
         return []
     code = PROBE.replace("__HEAVY_LIST__", repr(json.dumps(HEAVY)))
@@ -148,11 +157,38 @@ def cold_ms(args: list[str], env: dict[str, str], repeats: int) -> float:
     return statistics.median(times) * 1000
 
 
+def against(other_src: str, env: dict[str, str], repeats: int) -> None:
+    """Each headless verb's CPU ms with ``other_src`` and with this tree, interleaved with the bare interpreter."""
+    with tempfile.TemporaryDirectory() as cache:
+        other = {**env, "PYTHONPATH": other_src, "XDG_CACHE_HOME": cache}
+        print(f"{'cpu ms: other tree -> this tree':40} {'least':>17} {'x bare (least)':>15} {'median':>17}")
+        bare_all: list[float] = []
+        for name, argv in COMMANDS.items():
+            run_s(argv, env), run_s(argv, other)  # warm both trees' bytecode and user caches
+            trios = [(run_s(argv, other)[1], run_s(argv, env)[1], run_s(BARE, env)[1]) for _ in range(repeats)]
+            theirs, mine, bare = (sorted(x[i] * 1000 for x in trios) for i in range(3))
+            bare_all += bare
+            least = f"{theirs[0]:6.1f} -> {mine[0]:6.1f}"
+            times = f"{theirs[0] / bare[0]:5.1f} -> {mine[0] / bare[0]:4.1f}"
+            median = f"{statistics.median(theirs):6.1f} -> {statistics.median(mine):6.1f}"
+            print(f"{name:40} {least:>17} {times:>15} {median:>17}")
+        label = "python -c pass (least, median)"
+        print(f"{label:40} {min(bare_all):17.1f} {'':15} {statistics.median(bare_all):17.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--against", metavar="OTHER_SRC", help="another checkout's src folder to compare with")
+    parser.add_argument("--against-only", action="store_true", help="print only the --against comparison")
     args = parser.parse_args()
     compileall.compile_dir(str(ROOT / "src" / "oomdoctor"), quiet=1)
+    if args.against:
+        compileall.compile_dir(args.against, quiet=1)
+    if args.against and args.against_only:
+        with tempfile.TemporaryDirectory() as cache:
+            against(args.against, _env(cache), args.repeats)
+        return
     with tempfile.TemporaryDirectory() as cache:
         env = _env(cache)
         bare_runs: list[Sample] = []
@@ -178,6 +214,9 @@ def main() -> None:
         print(f"{label:40} {textual_ms:6.0f} ms")
         print(f"{'the app: until its first frame':40} {frame_ms:6.0f} ms {frame_x:6.1f}x import textual.app")
         print(f"{'the app: first frame, whole process':40} {whole_ms:6.0f} ms {whole_x:6.1f}x  (its exit waits for the diagnosis worker)")
+        if args.against:
+            print()
+            against(args.against, env, args.repeats)
 
 
 if __name__ == "__main__":

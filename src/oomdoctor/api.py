@@ -52,7 +52,6 @@ def gather(
     measuring them here would import the training stack. ``capacity_mib`` is the user's --gpu-mib.
     """
     from oomdoctor.facts.config import read_config
-    from oomdoctor.facts.dataset import known_lengths
     from oomdoctor.facts.gpu import read_gpu
     from oomdoctor.facts.model import read_model
     from oomdoctor.facts.ranks import read_run_log
@@ -63,7 +62,9 @@ def gather(
         raise BadInput(msg("need_config_or_log", None))
     log = read_run_log(Path(log_path)) if log_path is not None else None  # a file, output_dir or node logs
     config = read_config(Path(config_path)) if config_path is not None else None
-    if data is None:
+    if data is None and (lengths_file, longest_tokens, eval_longest_tokens) != (None, None, None):
+        from oomdoctor.facts.dataset import known_lengths  # only for lengths given (none: no lengths)
+
         data = known_lengths(
             Path(lengths_file) if lengths_file is not None else None, longest_tokens, eval_longest_tokens
         )
@@ -107,6 +108,10 @@ def _calibrated(facts: Facts, readings: Any, answers: Mapping[str, str] | None) 
 def _calibration(config: Any, log: Any, gpu: Any) -> Any:
     """The calibration a probe stored for this setting (estimate/calibrate.py), on the card that ran out (the
     log's), else the visible one, else this machine's host memory."""
+    from oomdoctor.usercache import CALIBRATIONS, any_file
+
+    if not any_file(CALIBRATIONS, ".json"):
+        return None  # no trial stored one (the usual case): the calibration code is not imported
     from oomdoctor.estimate.calibrate import HOST_CARD, find_calibration
 
     card = (log.card_name if log is not None else None) or (gpu.first.name if gpu.first is not None else None)

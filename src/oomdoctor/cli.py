@@ -157,12 +157,14 @@ def verb_from_argv(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(
-    lang: Lang | None = None, *, verb: str | None = None, verbs_only: bool = False
+    lang: Lang | None = None, *, verb: str | None = None, verbs_only: bool = False, alone: bool = False
 ) -> argparse.ArgumentParser:
     """The command line, its help texts in ``lang`` (None: the environment's, as ``oomdoctor`` without
     --lang). With ``verb``, only that verb's arguments are registered (every verb still has its entry), so
-    a command imports just the one module it runs; with ``verbs_only``, none are (the top-level help,
-    ``--version``, the app opened without a verb: each reads only the verb list)."""
+    a command imports just the one module it runs; with ``alone`` too, the other verbs have no entry either
+    (a command line that names its verb: only the top-level help and its errors list the verbs); with
+    ``verbs_only``, no verb's arguments are registered (the top-level help, ``--version``, the app opened
+    without a verb: each reads only the verb list)."""
     set_help_lang(lang or default_lang())
     parser = _Parser(
         prog="oomdoctor",
@@ -178,6 +180,8 @@ def build_parser(
     parser.add_argument("--debug", action="store_true", default=False, help=_debug_help())
     sub = parser.add_subparsers(dest="verb", parser_class=_Parser)
     for name, key in VERBS.items():
+        if alone and name != verb:
+            continue
         summary = help_text(key)
         p = sub.add_parser(name, help=summary, description=summary)
         p.add_argument("--lang", choices=list(LANGS), default=argparse.SUPPRESS, help=_lang_help())
@@ -223,7 +227,8 @@ def crash_line(err: BaseException) -> str:
 
 def _run(words: list[str]) -> int:
     verb = verb_from_argv(words)
-    args = build_parser(lang_from_argv(words), verb=verb, verbs_only=verb is None).parse_args(words)
+    parser = build_parser(lang_from_argv(words), verb=verb, verbs_only=verb is None, alone=verb is not None)
+    args = parser.parse_args(words)
     if args.lang is None:
         args.lang = default_lang()
     module = importlib.import_module(f"oomdoctor.commands.{args.verb or 'tui'}")

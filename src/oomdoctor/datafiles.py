@@ -1,5 +1,5 @@
 """The one loader for oomdoctor's own YAML data files (markers, defaults, model and card tables, the memory
-model): the safe loader, in C when PyYAML was built with libyaml, and a JSON copy in the user cache keyed by
+model): the safe loader, in C when PyYAML was built with libyaml, and a copy in the user cache keyed by
 the file's contents, which a start reads several times faster than it parses the YAML.
 
 User files (training configs) are read by ``facts.config``, which reports YAML errors as bad input.
@@ -33,4 +33,4 @@ def load_data_mapping(path: Path) -> dict[str, Any]:
 def load_data_file(path: Path) -> Any:
     """A bundled data file, parsed. Callers cache the result (``functools.lru_cache``)."""
     raw = path.read_bytes()
-    return usercache.kept_json(_KIND, [(path.name, raw)], lambda: load_yaml_text(raw.decode("utf-8")))
+    return usercache.kept(_KIND, [(path.name, raw)], lambda: load_yaml_text(raw.decode("utf-8")))

@@ -10,6 +10,7 @@ Headless: no textual. The TUI runs ``find_runs`` in a thread worker.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections import deque
@@ -110,90 +111,132 @@ def find_runs(
 ) -> ScanResult:
     """Walk ``root`` breadth-first (shallow folders first), pair configs with logs, newest run first."""
     root_path = Path(root)
-    configs: list[tuple[Path, float]] = []
-    logs: list[tuple[Path, float]] = []
-    skipped: list[str] = []
-    entries = 0
-    stopped = False
-    # Where LLaMA-Factory and its users keep runs is scanned first (breadth-first within each class),
-    # so a big data folder beside them cannot use up the budget before they are seen.
-    preferred: deque[tuple[Path, int]] = deque([(root_path, 0)])
-    others: deque[tuple[Path, int]] = deque()
-    while preferred or others:
+    walk = _Walk(root_path, max_depth=max_depth, max_entries=max_entries)
+    while walk.pending():
         if is_cancelled is not None and is_cancelled():
-            return ScanResult([], root_path, entries, stopped_early=True, cancelled=True, skipped=skipped)
-        from_preferred = bool(preferred)
-        folder, depth = preferred.popleft() if from_preferred else others.popleft()
+            return ScanResult(
+                [], root_path, walk.entries, stopped_early=True, cancelled=True, skipped=walk.skipped
+            )
+        walk.scan_next()
+        if walk.stopped and walk.entries > max_entries:
+            break
+    runs = pair_runs(walk.configs, walk.logs)
+    runs.sort(key=lambda r: (-r.mtime_s, str(r.log or r.config)))
+    return ScanResult(
+        runs[:max_runs], root_path, walk.entries, stopped_early=walk.stopped, skipped=walk.skipped
+    )
+
+
+class _Walk:
+    """A bounded breadth-first walk collecting training configs and logs.
+
+    Where LLaMA-Factory and its users keep runs is scanned first (breadth-first within each class), so a big
+    data folder beside them cannot use up the budget before they are seen.
+    """
+
+    def __init__(self, root: Path, *, max_depth: int, max_entries: int) -> None:
+        self.max_depth = max_depth
+        self.max_entries = max_entries
+        self.configs: list[tuple[Path, float]] = []
+        self.logs: list[tuple[Path, float]] = []
+        self.skipped: list[str] = []  # folders we could not read
+        self.entries = 0
+        self.stopped = False  # the entry or depth budget ran out
+        self._preferred: deque[tuple[Path, int]] = deque([(root, 0)])
+        self._others: deque[tuple[Path, int]] = deque()
+
+    def pending(self) -> bool:
+        return bool(self._preferred or self._others)
+
+    def scan_next(self) -> None:
+        """List the next folder (preferred ones first) and take its entries, within the entry budget."""
+        from_preferred = bool(self._preferred)
+        folder, depth = self._preferred.popleft() if from_preferred else self._others.popleft()
         try:
             with os.scandir(folder) as it:
                 listing = sorted(it, key=lambda e: e.name)
         except OSError:
-            skipped.append(str(folder))
-            continue
+            self.skipped.append(str(folder))
+            return
         for entry in listing:
-            entries += 1
-            if entries > max_entries:
-                stopped = True
-                break
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if depth + 1 <= max_depth and not _skip_dir(entry.name):
-                        first = (from_preferred and depth > 0) or entry.name in PREFERRED_DIR_NAMES
-                        (preferred if first else others).append((Path(entry.path), depth + 1))
-                    elif depth + 1 > max_depth:
-                        stopped = True
-                    continue
-                if not entry.is_file():
-                    continue
-                name = entry.name
-                if name.endswith(CONFIG_SUFFIXES):
-                    path = Path(entry.path)
-                    if is_training_config(path):
-                        configs.append((path, entry.stat().st_mtime))
-                elif _is_log_name(name):
-                    logs.append((Path(entry.path), entry.stat().st_mtime))
-            except OSError:
-                continue
-        if stopped and entries > max_entries:
-            break
-    runs = pair_runs(configs, logs)
-    runs.sort(key=lambda r: (-r.mtime_s, str(r.log or r.config)))
-    return ScanResult(runs[:max_runs], root_path, entries, stopped_early=stopped, skipped=skipped)
+            self.entries += 1
+            if self.entries > self.max_entries:
+                self.stopped = True
+                return
+            with contextlib.suppress(OSError):
+                self._take(entry, depth, from_preferred)
+
+    def _take(self, entry: os.DirEntry[str], depth: int, from_preferred: bool) -> None:
+        """Queue a folder worth entering (one past the depth limit marks the walk stopped early); keep a
+        training config or a log."""
+        if entry.is_dir(follow_symlinks=False):
+            if depth + 1 <= self.max_depth and not _skip_dir(entry.name):
+                first = (from_preferred and depth > 0) or entry.name in PREFERRED_DIR_NAMES
+                (self._preferred if first else self._others).append((Path(entry.path), depth + 1))
+            elif depth + 1 > self.max_depth:
+                self.stopped = True
+            return
+        if not entry.is_file():
+            return
+        if entry.name.endswith(CONFIG_SUFFIXES):
+            path = Path(entry.path)
+            if is_training_config(path):
+                self.configs.append((path, entry.stat().st_mtime))
+        elif _is_log_name(entry.name):
+            self.logs.append((Path(entry.path), entry.stat().st_mtime))
 
 
 def pair_runs(configs: list[tuple[Path, float]], logs: list[tuple[Path, float]]) -> list[RunCandidate]:
     """A config and a log are one run when they share a folder, else when they share a file stem
     (``configs/qwen_lora.yaml`` with ``qwen_lora.log``). Each file belongs to at most one run."""
-    runs: list[RunCandidate] = []
     used_logs: set[Path] = set()
-    logs_by_folder: dict[Path, list[tuple[Path, float]]] = {}
-    for log, mtime in logs:
-        logs_by_folder.setdefault(log.parent, []).append((log, mtime))
+    runs, unpaired_configs = _pair_in_folders(configs, logs, used_logs)
+    runs += _pair_by_stem(unpaired_configs, logs, used_logs)
+    runs += [RunCandidate(None, log, mtime) for log, mtime in logs if log not in used_logs]
+    return runs
+
+
+def _by_folder(files: list[tuple[Path, float]]) -> dict[Path, list[tuple[Path, float]]]:
+    grouped: dict[Path, list[tuple[Path, float]]] = {}
+    for path, mtime in files:
+        grouped.setdefault(path.parent, []).append((path, mtime))
+    return grouped
+
+
+def _pair_in_folders(
+    configs: list[tuple[Path, float]], logs: list[tuple[Path, float]], used_logs: set[Path]
+) -> tuple[list[RunCandidate], list[tuple[Path, float]]]:
+    """Same folder: the best-ranked log; when a folder holds several configs, pair only one of them
+    (training_args.yaml in a saves/ folder, else the newest). The runs, and the configs left unpaired."""
+    runs: list[RunCandidate] = []
     unpaired_configs: list[tuple[Path, float]] = []
-    # Same folder: the best-ranked log; when a folder holds several configs, pair only one of them
-    # (training_args.yaml in a saves/ folder, else the newest).
-    configs_by_folder: dict[Path, list[tuple[Path, float]]] = {}
-    for cfg, mtime in configs:
-        configs_by_folder.setdefault(cfg.parent, []).append((cfg, mtime))
-    for folder, folder_configs in configs_by_folder.items():
+    logs_by_folder = _by_folder(logs)
+    for folder, folder_configs in _by_folder(configs).items():
         folder_logs = sorted(logs_by_folder.get(folder, []), key=lambda lm: (_log_rank(lm[0]), -lm[1]))
         ordered = sorted(folder_configs, key=lambda cm: (cm[0].name != "training_args.yaml", -cm[1]))
-        if folder_logs:
-            cfg, cfg_mtime = ordered[0]
-            log, log_mtime = folder_logs[0]
-            runs.append(RunCandidate(cfg, log, max(cfg_mtime, log_mtime)))
-            # LLaMA-Factory's own files in that folder belong to this run; other *.log files stay separate.
-            used_logs.add(log)
-            used_logs.update(lg for lg, _ in folder_logs if lg.name in RUN_FOLDER_LOG_NAMES)
-            unpaired_configs.extend(ordered[1:])
-        else:
+        if not folder_logs:
             unpaired_configs.extend(ordered)
-    # Same stem, anywhere (the newest such log).
+            continue
+        cfg, cfg_mtime = ordered[0]
+        log, log_mtime = folder_logs[0]
+        runs.append(RunCandidate(cfg, log, max(cfg_mtime, log_mtime)))
+        # LLaMA-Factory's own files in that folder belong to this run; other *.log files stay separate.
+        used_logs.add(log)
+        used_logs.update(lg for lg, _ in folder_logs if lg.name in RUN_FOLDER_LOG_NAMES)
+        unpaired_configs.extend(ordered[1:])
+    return runs, unpaired_configs
+
+
+def _pair_by_stem(
+    configs: list[tuple[Path, float]], logs: list[tuple[Path, float]], used_logs: set[Path]
+) -> list[RunCandidate]:
+    """Same stem, anywhere (the newest such log); a config with none is a run of its own."""
     logs_by_stem: dict[str, list[tuple[Path, float]]] = {}
     for log, mtime in logs:
         if log not in used_logs:
             logs_by_stem.setdefault(log.stem, []).append((log, mtime))
-    for cfg, cfg_mtime in unpaired_configs:
+    runs: list[RunCandidate] = []
+    for cfg, cfg_mtime in configs:
         candidates = [lm for lm in logs_by_stem.get(cfg.stem, []) if lm[0] not in used_logs]
         if candidates:
             log, log_mtime = max(candidates, key=lambda lm: lm[1])
@@ -201,9 +244,6 @@ def pair_runs(configs: list[tuple[Path, float]], logs: list[tuple[Path, float]])
             runs.append(RunCandidate(cfg, log, max(cfg_mtime, log_mtime)))
         else:
             runs.append(RunCandidate(cfg, None, cfg_mtime))
-    for log, mtime in logs:
-        if log not in used_logs:
-            runs.append(RunCandidate(None, log, mtime))
     return runs
 
 

@@ -7,7 +7,7 @@ class BadInput(Exception):
     """Input the user gave us cannot be used: missing file, malformed YAML, binary log, ...
 
     The CLI prints ``str(err)`` on one line to stderr and exits 2. Messages carry both languages
-    when they are user-facing, e.g. ``BadInput(msg("config_missing", path=p))``.
+    when they are user-facing, e.g. ``BadInput(msg("file_missing", None, what=both("what_log"), path=p))``.
     """
 
 

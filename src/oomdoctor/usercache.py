@@ -1,14 +1,20 @@
 """oomdoctor's user cache (``$XDG_CACHE_HOME/oomdoctor``, ``~/.cache/oomdoctor`` when unset): derived data
-that is slow to build and cheap to rebuild, as JSON entries keyed by a hash of what they were built from
-(``kept_strings``: marshal entries, for a start that must not import json, the ``--help`` texts).
+that is slow to build and cheap to rebuild, kept as ``marshal`` entries keyed by a hash of what they were built
+from. marshal is built into the interpreter (no import, no json on a ``--help`` start) and reads an entry
+two to three times faster than json; its format can change between Python versions, so the key holds the
+interpreter's (``sys.implementation.cache_tag``) and marshal's version.
 
 An entry that is missing, unreadable or damaged is a miss, never an error; one that cannot be written is
-simply not kept. Nothing here is the user's: any entry may be deleted at any time.
+simply not kept. Nothing here is the user's: any entry may be deleted at any time. Each kind's folder is
+pruned when an entry is written (a miss): the newest ``KEEP_PER_KIND`` entries stay, and entries of the
+JSON format that earlier versions wrote go.
 """
 
 from __future__ import annotations
 
+import marshal
 import os
+import sys
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -18,11 +24,30 @@ from oomdoctor import __version__
 if TYPE_CHECKING:
     from pathlib import Path
 
+# Entries kept per kind. Most kinds hold one live entry per bundled file (the tables, the rules, the
+# catalogue); the parsed configs hold one per config text read. An entry pruned too early costs one start
+# the few milliseconds of rebuilding it, so the bound is generous and by age of writing alone.
+KEEP_PER_KIND = 64
+_SUFFIX = ".marshal"
+CALIBRATIONS = "calibration"  # the folder of the trials' calibrations (estimate/calibrate.py), not entries
+_TMP = ".tmp-"  # an entry being written (pruning leaves it alone)
+_OLD_SUFFIX = ".json"  # the format before marshal: never read again, removed on the kind's next write
+_FORMAT = f"{sys.implementation.cache_tag} marshal {marshal.version}"
+
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path:
     from pathlib import Path  # not on a start that reads only marshal entries (``--help``)
 
     return Path(_cache_dir(environ))
+
+
+def any_file(folder: str, suffix: str) -> bool:
+    """Whether the cache's ``folder`` holds a file named ``*suffix``: a look before importing what reads them."""
+    try:
+        with os.scandir(os.path.join(_cache_dir(), folder)) as it:
+            return any(e.name.endswith(suffix) for e in it)
+    except OSError:
+        return False
 
 
 def _cache_dir(environ: Mapping[str, str] | None = None) -> str:
@@ -38,7 +63,7 @@ def content_key(kind: str, parts: Iterable[tuple[str, bytes]]) -> str:
     and zlib is already loaded where importing hashlib (OpenSSL) would cost a start milliseconds.
     """
     crc, adler, size = 0, 1, 0
-    for chunk in (f"oomdoctor {__version__} {kind}\0".encode(), *_framed(parts)):
+    for chunk in (f"oomdoctor {__version__} {_FORMAT} {kind}\0".encode(), *_framed(parts)):
         crc, adler, size = zlib.crc32(chunk, crc), zlib.adler32(chunk, adler), size + len(chunk)
     return f"{crc:08x}{adler:08x}{size:x}"
 
@@ -49,32 +74,54 @@ def _framed(parts: Iterable[tuple[str, bytes]]) -> Iterable[bytes]:
         yield data
 
 
-def _entry(kind: str, key: str) -> Path:
-    return cache_root() / kind / f"{key}.json"
+def _entry(kind: str, key: str) -> str:
+    return os.path.join(_cache_dir(), kind, key + _SUFFIX)  # os.path: pathlib costs --help milliseconds
 
 
 def read(kind: str, key: str) -> Any | None:
     """The entry's payload, or None on a miss (or a damaged entry)."""
-    import json  # not on a start that reads only marshal entries (``--help``)
-
     try:
-        data = json.loads(_entry(kind, key).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        with open(_entry(kind, key), "rb") as f:
+            stored = marshal.loads(f.read())
+    except (OSError, ValueError, EOFError, TypeError, MemoryError):  # MemoryError: a damaged length field
         return None
-    if not isinstance(data, dict) or data.get("key") != key:
+    if not isinstance(stored, tuple) or len(stored) != 2 or stored[0] != key:
         return None
-    return data.get("payload")
+    return stored[1]
 
 
 def write(kind: str, key: str, payload: Any) -> bool:
-    """Keep ``payload`` (JSON-able) under ``key``, atomically; False when it cannot be kept."""
-    import json
-
+    """Keep ``payload`` (of the types marshal holds: None, bool, int, float, str, bytes, tuple, list, dict,
+    set) under ``key``, atomically; False when it cannot be kept. Prunes the kind's folder."""
     try:
-        text = json.dumps({"key": key, "payload": payload}, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError):
+        data = marshal.dumps((key, payload))
+    except ValueError:  # a type marshal does not hold (a date, an object)
         return False
-    return _write_bytes(_entry(kind, key), text.encode("utf-8"))
+    path = _entry(kind, key)
+    if not _write_bytes(path, data):
+        return False
+    _prune(os.path.dirname(path), keep=path)
+    return True
+
+
+def _prune(folder: str, *, keep: str) -> None:
+    """Remove the old-format entries and all but the newest ``KEEP_PER_KIND`` entries (never ``keep``)."""
+    try:
+        with os.scandir(folder) as it:
+            files = [e for e in it if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return
+    old = [e.path for e in files if e.name.endswith(_OLD_SUFFIX) and not e.name.startswith(_TMP)]
+    entries = sorted(
+        (e for e in files if e.name.endswith(_SUFFIX) and not e.name.startswith(_TMP) and e.path != keep),
+        key=_written_ns,
+        reverse=True,
+    )
+    import contextlib  # only on a miss
+
+    for path in old + [e.path for e in entries[KEEP_PER_KIND - 1 :]]:
+        with contextlib.suppress(OSError):  # another process pruned it, or the folder is read-only
+            os.unlink(path)
 
 
 def _write_bytes(path: str | Path, data: bytes) -> bool:
@@ -85,7 +132,7 @@ def _write_bytes(path: str | Path, data: bytes) -> bool:
         import tempfile  # only on a miss
 
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP, suffix=suffix, dir=folder)
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
@@ -98,19 +145,24 @@ def _write_bytes(path: str | Path, data: bytes) -> bool:
     return True
 
 
-def kept_json(kind: str, parts: Iterable[tuple[str, bytes]], build: Callable[[], Any]) -> Any:
+def _written_ns(entry: os.DirEntry[str]) -> int:
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime_ns
+    except OSError:  # pruned meanwhile by another process
+        return 0
+
+
+def kept(kind: str, parts: Iterable[tuple[str, bytes]], build: Callable[[], Any]) -> Any:
     """What ``build()`` gives for these named contents: read back from the entry kept for them, else built
-    now and kept when it comes back from JSON unchanged (a date, a set or a NaN would not: such a value is
-    built every time). A mapping with keys other than strings (``2: offload_optimizer``) is kept as its
-    items. ``build`` raising keeps nothing."""
+    now and kept when it comes back from marshal equal (a date or an object cannot be kept, nor a NaN,
+    which equals nothing: such a value is built every time). ``build`` raising keeps nothing."""
     key = content_key(kind, parts)
     cached = read(kind, key)
-    if isinstance(cached, dict) and "data" in cached:
-        return _from_json(cached["data"]) if cached.get("items") else cached["data"]
+    if isinstance(cached, tuple) and len(cached) == 1:
+        return cached[0]
     value = build()
-    encoded = _to_json(value)
-    if _survives_json(encoded, value):
-        write(kind, key, {"items": encoded != value, "data": encoded})
+    if _survives(value):
+        write(kind, key, (value,))
     return value
 
 
@@ -118,23 +170,10 @@ Strings = dict[str, dict[str, str]]
 
 
 def kept_strings(kind: str, parts: Iterable[tuple[str, bytes]], build: Callable[[], Strings]) -> Strings:
-    """``kept_json`` for a table of texts (``name -> {field: text}``), kept with ``marshal`` (built into the
-    interpreter, already loaded): for the ``--help`` texts, on a start that imports no json."""
-    import marshal
-
-    key = content_key(kind, parts)
-    path = os.path.join(_cache_dir(), kind, f"{key}.marshal")  # os.path: pathlib costs --help milliseconds
-    try:
-        with open(path, "rb") as f:
-            stored = marshal.loads(f.read())
-    except (OSError, ValueError, EOFError, TypeError):
-        stored = None
-    if isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key and _strings(stored[1]):
-        kept: Strings = stored[1]
-        return kept
-    value = build()
-    _write_bytes(path, marshal.dumps((key, value)))
-    return value
+    """``kept`` for a table of texts (``name -> {field: text}``), checked to be one when read back: the
+    ``--help`` texts."""
+    value = kept(kind, parts, build)
+    return value if _strings(value) else build()
 
 
 def _strings(value: Any) -> bool:
@@ -144,35 +183,9 @@ def _strings(value: Any) -> bool:
     )
 
 
-# JSON keys are strings; a mapping with other keys is kept as its items under this key.
-_ITEMS = "\u0000items"
-
-
-def _to_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value):
-            return {k: _to_json(v) for k, v in value.items()}
-        return {_ITEMS: [[k, _to_json(v)] for k, v in value.items()]}
-    if isinstance(value, list):
-        return [_to_json(v) for v in value]
-    return value
-
-
-def _from_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        if _ITEMS in value:
-            return {k: _from_json(v) for k, v in value[_ITEMS]}
-        return {k: _from_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_from_json(v) for v in value]
-    return value
-
-
-def _survives_json(encoded: Any, value: Any) -> bool:
-    """Only what comes back unchanged is kept."""
-    import json
-
+def _survives(value: Any) -> bool:
+    """Only what comes back equal is kept."""
     try:
-        return bool(_from_json(json.loads(json.dumps(encoded))) == value)
-    except (TypeError, ValueError):
+        return bool(marshal.loads(marshal.dumps(value)) == value)
+    except ValueError:
         return False

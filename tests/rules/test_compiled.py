@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import marshal
 import os
 import shutil
 import subprocess
@@ -58,7 +59,7 @@ def test_cached_nodes_equal_the_validated_nodes(cache: Path, rules_copy: Path) -
     fresh = check_rules(rules_copy)
     assert not cache.exists()  # checking never writes the cache
     first = load_rules(rules_copy)  # validates and writes the entry
-    (entry,) = cache.glob("*.json")
+    (entry,) = cache.glob("*.marshal")
     from oomdoctor.rules import loader
 
     loader._CACHE.clear()
@@ -66,7 +67,9 @@ def test_cached_nodes_equal_the_validated_nodes(cache: Path, rules_copy: Path) -
     assert [n.node for n in again] == [n.node for n in first] == [n.node for n in fresh]
     assert [(n.file, n.line) for n in again] == [(n.file, n.line) for n in fresh]
     assert all(n.root is None for n in again) and all(n.root is not None for n in fresh)
-    assert len(json.loads(entry.read_text())["payload"]) == len(fresh) == len(list(rules_copy.glob("*.yaml")))
+    assert (
+        len(usercache.read(compiled.KIND, entry.stem)) == len(fresh) == len(list(rules_copy.glob("*.yaml")))
+    )
 
 
 def test_an_edited_rule_file_is_validated_again(cache: Path, rules_copy: Path) -> None:
@@ -79,13 +82,13 @@ def test_an_edited_rule_file_is_validated_again(cache: Path, rules_copy: Path) -
 
 def test_a_damaged_entry_is_a_miss_and_is_rewritten(cache: Path, rules_copy: Path) -> None:
     load_rules(rules_copy)
-    (entry,) = cache.glob("*.json")
-    entry.write_text('{"key": "' + entry.stem + '", "payload": [{"file": 1}]}')
+    (entry,) = cache.glob("*.marshal")
+    entry.write_bytes(marshal.dumps((entry.stem, [{"file": 1}])))
     from oomdoctor.rules import loader
 
     loader._CACHE.clear()
     assert len(load_rules(rules_copy)) == len(check_rules(rules_copy))
-    assert json.loads(entry.read_text())["payload"][0]["node"]["id"]
+    assert usercache.read(compiled.KIND, entry.stem)[0]["node"]["id"]
 
 
 def test_an_unwritable_cache_is_simply_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

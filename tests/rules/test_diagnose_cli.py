@@ -94,6 +94,10 @@ def test_config_only_asks_the_phase_and_answers_work(
     shutil.copy(CONFIGS_DIR / "course.yaml", config)
     main(["diagnose", "--config", str(config), "--json"])
     out = json.loads(capsys.readouterr().out)
+    # no log: "GPU or host memory?" and where it stopped, together
+    assert out["phase"] == "unknown" and [q["key"] for q in out["questions"]] == ["memory_kind", "phase"]
+    main(["diagnose", "--config", str(config), "--answer", "memory_kind=gpu", "--json"])
+    out = json.loads(capsys.readouterr().out)
     assert out["phase"] == "unknown" and out["questions"][0]["key"] == "phase"
     assert "eval" in out["questions"][0]["allowed"]
     main(["diagnose", "--config", str(config), "--answer", "phase=eval", "--json"])
@@ -169,7 +173,13 @@ def test_report_lists_questions_with_answer_hints(
     code = main(["--lang", lang, "diagnose", "--config", str(config)])
     text = capsys.readouterr().out
     assert code == 1
+    # One tier at a time: which memory and where, together; whether the weights loaded is the phase's to settle.
+    assert "--answer memory_kind=<gpu|host>" in text
     assert "--answer phase=<load|first_batch|long_sample|eval|save|optimizer_step>" in text
-    # One tier at a time: the phase settles whether the weights loaded; which memory comes next.
+    assert "--answer weights_loaded=" not in text
+    code = main(["--lang", lang, "diagnose", "--config", str(config), "--answer", "memory_kind=gpu"])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "--answer phase=<load|first_batch|long_sample|eval|save|optimizer_step>" in text
     assert "--answer weights_loaded=" not in text and "--answer memory_kind=" not in text
     assert ("训练在哪一步停下" if lang == "zh" else "At which point did it stop?") in text

@@ -24,7 +24,7 @@ DYNAMIC: dict[tuple[str, str], str] = {
     ("core", "f_"): "rules/findings.py: each finding's f_<id> text",
     ("core", "q_"): "rules/questions.py: q_<key> and q_<key>_<value>",
     ("core", "estimate_phase_"): "rules/proposals.py",
-    ("core", "est_term_"): "commands/estimate.py",
+    ("core", "term_"): "commands/estimate.py, rules/findings.py: the shared term_<term> names",
     ("core", "est_phase_"): "commands/estimate.py",
     ("core", "fit_h_"): "commands/fit.py: the table head",
     ("core", "milestone_"): "commands/fit.py, commands/trial.py",
@@ -34,7 +34,6 @@ DYNAMIC: dict[tuple[str, str], str] = {
     ("core", "log_ctx_"): "facts/log_phase.py",
     ("core", "cmp_memory_"): "trial/compare.py",
     ("core", "wr_limit_"): "watch/render.py",
-    ("core", "dominant_term_"): "rules/findings.py",
     ("tui", "key_"): "tui/bindings.py: key_<binding id> and key_<binding id>_tip",
     ("tui", "tab_"): "tui/screens.py",
     ("tui", "phase_"): "tui/render.py",
@@ -180,7 +179,7 @@ def test_a_start_reads_the_compiled_entry_and_an_edit_rebuilds_it(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
     assert catalogue._load() == {"core.a": {"en": "one {n}", "zh": "一 {n}"}}
-    entries = list((usercache.cache_root() / catalogue.KIND).glob("*.json"))
+    entries = list((usercache.cache_root() / catalogue.KIND).glob("*.marshal"))
     assert len(entries) == 1
     # the next start takes the entry without parsing YAML
     monkeypatch.setattr(catalogue, "parse", lambda data, name: pytest.fail("parsed the YAML again"))
@@ -190,7 +189,7 @@ def test_a_start_reads_the_compiled_entry_and_an_edit_rebuilds_it(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (folder / "zh.yaml").write_text("core:\n  a: 壹 {n}\n", encoding="utf-8")
     assert catalogue._load()["core.a"]["zh"] == "壹 {n}"
-    assert len(list((usercache.cache_root() / catalogue.KIND).glob("*.json"))) == 2
+    assert len(list((usercache.cache_root() / catalogue.KIND).glob("*.marshal"))) == 2
 
 
 # --- no user-facing Chinese outside the catalogue ------------------------------------------------------------
@@ -201,7 +200,6 @@ _CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
 CJK_ALLOWED = {
     ("cli.py", ",。、;:!?)》」』"): "typography, not a text: marks a wrapped help line never starts with",
     ("cli.py", "(《「『"): "typography, not a text: marks a wrapped help line never ends with",
-    ("tui/app.py", "中文"): "the language key's placeholder label: tui/bindings.py relabels it from key_lang",
 }
 
 

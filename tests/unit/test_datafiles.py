@@ -1,4 +1,4 @@
-"""Bundled data files: parsed from YAML once, then read from the user cache's JSON copy, unchanged."""
+"""Bundled data files: parsed from YAML once, then read from the user cache copy, unchanged."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_cached_copy_reads_back_as_the_yaml_does(path: Path, tmp_path: Path) -> None:
     parsed = datafiles.load_yaml_text(path.read_text(encoding="utf-8"))
     first = datafiles.load_data_file(path)  # parses and keeps a copy
-    assert list((tmp_path / "oomdoctor" / "data-v1").glob("*.json")), "nothing was kept"
+    assert list((tmp_path / "oomdoctor" / "data-v1").glob("*.marshal")), "nothing was kept"
     again = datafiles.load_data_file(path)  # from the copy
     assert first == again == parsed
 
 
-def test_integer_keys_survive_the_json_copy(tmp_path: Path) -> None:
+def test_integer_keys_survive_the_cached_copy(tmp_path: Path) -> None:
     source = tmp_path / "table.yaml"
     source.write_text("by_stage:\n  2: optimizer\n  3: [optimizer, params]\nname: x\n")
     datafiles.load_data_file(source)
@@ -36,11 +36,11 @@ def test_integer_keys_survive_the_json_copy(tmp_path: Path) -> None:
     }
 
 
-def test_what_json_cannot_hold_is_never_cached(tmp_path: Path) -> None:
+def test_what_the_cache_cannot_hold_is_never_cached(tmp_path: Path) -> None:
     source = tmp_path / "dated.yaml"
     source.write_text("released: 2024-05-01\n")
     assert str(datafiles.load_data_file(source)["released"]) == "2024-05-01"
-    assert not list((tmp_path / "oomdoctor" / "data-v1").glob("*.json"))
+    assert not list((tmp_path / "oomdoctor" / "data-v1").glob("*.marshal"))
 
 
 def test_an_edited_file_is_parsed_again(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_a_damaged_entry_is_a_miss(tmp_path: Path) -> None:
     source = tmp_path / "table.yaml"
     source.write_text("a: 1\n")
     datafiles.load_data_file(source)
-    for entry in (tmp_path / "oomdoctor" / "data-v1").glob("*.json"):
-        entry.write_text("{not json")
+    for entry in (tmp_path / "oomdoctor" / "data-v1").glob("*.marshal"):
+        entry.write_bytes(b"\xfb not marshal")
     assert datafiles.load_data_file(source) == {"a": 1}
     assert usercache.read("data-v1", "no-such-key") is None

@@ -42,7 +42,7 @@ def test_a_bar_that_stops_just_before_a_save_is_asked_with_the_save_as_likely() 
     ids = [f.id for f in diagnosis.findings]
     assert "log_stops_train" in ids and "log_stops_next" in ids and "no_oom" not in ids
     assert "500" in next(f for f in diagnosis.findings if f.id == "log_stops_next").text["en"]
-    assert [q.key for q in diagnosis.questions] == ["phase"]
+    assert [q.key for q in diagnosis.questions] == ["memory_kind", "phase"]
     assert report(diagnosis, "en").splitlines()[0] == msg("r_log_stops", "en")
 
 
@@ -136,4 +136,4 @@ def test_an_output_dir_whose_step_record_reached_its_total_is_a_finished_run(tmp
     assert not finished.oom and not finished.questions
     (tmp_path / "trainer_log.jsonl").write_text("".join(f"{json.dumps(r)}\n" for r in rows[:2]))
     killed = diagnose(facts_of(config=_config(), log=read_log(tmp_path)))
-    assert not killed.oom and [q.key for q in killed.questions] == ["phase"]
+    assert not killed.oom and [q.key for q in killed.questions] == ["memory_kind", "phase"]

@@ -37,7 +37,7 @@ def test_a_save_warning_after_the_summary_is_a_stop_in_the_final_save_and_is_ask
     diagnosis = diagnose(facts_of(config=_config(), log=log))
     ids = [f.id for f in diagnosis.findings]
     assert not diagnosis.oom and "log_stops_save" in ids and "no_oom" not in ids
-    assert [q.key for q in diagnosis.questions] == ["phase"]
+    assert [q.key for q in diagnosis.questions] == ["memory_kind", "phase"]
     answered = diagnose(facts_of(config=_config(), log=log).with_answers({"phase": "save"}))
     assert answered.oom and answered.phase == "save"
 

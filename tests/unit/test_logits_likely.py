@@ -25,7 +25,7 @@ def test_a_dpo_run_at_a_long_cutoff_names_the_pair_of_logits_and_asks_the_phase(
     d = _diagnosis(stage="dpo", cutoff_len=16384, per_device_train_batch_size=2)
     ids = [f.id for f in d.findings]
     assert "logits_likely_pairs" in ids and d.phase == "unknown"
-    assert [q.key for q in d.questions] == ["phase"]
+    assert [q.key for q in d.questions] == ["memory_kind", "phase"]  # "GPU or host memory?" and where
     line = next(f for f in d.findings if f.id == "logits_likely_pairs").text["en"]
     assert "16384" in line and "chosen" in line
 

@@ -31,7 +31,10 @@ def test_a_cut_traceback_that_places_nothing_is_no_error_line_and_asks() -> None
     diagnosis = diagnose(facts_of(log=log))
     assert not diagnosis.oom and diagnosis.proposal is None
     assert [f.id for f in diagnosis.findings if f.id in ("no_error_line", "no_oom")] == ["no_error_line"]
-    assert [q.key for q in diagnosis.questions] == ["phase"]
+    assert [q.key for q in diagnosis.questions] == [
+        "memory_kind",
+        "phase",
+    ]  # which memory and where, together
     assert report(diagnosis, "en").splitlines()[0] == msg("r_no_error_line", "en")
 
 

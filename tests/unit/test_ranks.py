@@ -3,8 +3,12 @@ torn down; a folder of per-node logs read as one run."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import pytest
+
+from oomdoctor.facts import log as log_module
 from oomdoctor.facts.log import parse_log_text
 from oomdoctor.facts.ranks import rank_findings, rank_report, read_run_log
 from oomdoctor.rules.assemble import facts_of
@@ -119,3 +123,22 @@ def test_a_log_file_with_a_wrapped_message_is_read_reassembled(tmp_path: Path) -
     log = read_run_log(path)
     assert log.capacity_mib == 39.38 * 1024 and log.allocated_mib == 35.10 * 1024
     assert log.reserved_unallocated_mib == 2.40 * 1024 and log.path == str(path)
+
+
+def test_a_small_messy_log_is_scanned_once_as_its_reassembled_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo's bars end in "\\r", so reassembly changes its text: the facts are those of that text, and the
+    windowed scan of the file, whose facts would be thrown away, is not run (one scan, not two)."""
+    demo = Path(__file__).resolve().parents[2] / "configs" / "demo" / "train.log"
+    expected = parse_log_text(demo.read_bytes().decode("utf-8"), path=str(demo))
+    windowed: list[Path] = []
+    real_scan = log_module._scan_file
+    monkeypatch.setattr(log_module, "_scan_file", lambda *a, **k: windowed.append(a[0]) or real_scan(*a, **k))
+    log = read_run_log(demo)
+    assert not windowed
+    assert log.bytes_read == demo.stat().st_size and log.encoding == "utf-8"
+    assert dataclasses.replace(log, bytes_read=expected.bytes_read, encoding=None) == expected
+    clean = tmp_path / "clean.log"  # no "\\r", nothing wrapped: the windowed scan reads it, once
+    clean.write_text(OOM.format(gpu=0) + "\n", encoding="utf-8")
+    assert read_run_log(clean).capacity_mib == 39.38 * 1024 and windowed == [clean]

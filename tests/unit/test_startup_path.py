@@ -41,6 +41,7 @@ lazy = [o for o in gc.get_objects() if isinstance(o, LazyPattern)]
 report = {
     "modules": sorted({m.split(".")[0] for m in loaded}),
     "commands": [m for m in loaded if m.startswith("oomdoctor.commands.")],
+    "oomdoctor": [m for m in loaded if m.startswith("oomdoctor.")],
     "lazy": len(lazy),
     "compiled": sum(o._compiled is not None for o in lazy),
     "oom_forms_compiled": None,
@@ -81,6 +82,25 @@ def test_a_warm_diagnosis_loads_no_parser_validator_or_app(diagnose_starts: tupl
     loaded = set(warm["modules"])
     assert not loaded & NOT_WHEN_WARM, sorted(loaded & NOT_WHEN_WARM)
     assert not loaded & TRAINING_STACK
+
+
+# What a warm `diagnose --json` of the demo does not use: the text report (and shlex behind it), the probe
+# calibrations (none stored), the lengths reader (none given), any other verb, and, the demo being a small log
+# read whole as its reassembled text, the windowed reader's byte search (RE2).
+NOT_FOR_A_JSON_DIAGNOSIS = {
+    "oomdoctor.report.diagnosis",
+    "oomdoctor.estimate.calibrate",
+    "oomdoctor.facts.dataset",
+}
+
+
+def test_a_json_diagnosis_loads_only_what_it_uses(diagnose_starts: tuple[dict, dict]) -> None:
+    _, warm = diagnose_starts
+    loaded = set(warm["oomdoctor"])
+    assert "oomdoctor.facts.log" in loaded and "oomdoctor.rules.engine" in loaded  # the report's own list
+    assert not loaded & NOT_FOR_A_JSON_DIAGNOSIS, sorted(loaded & NOT_FOR_A_JSON_DIAGNOSIS)
+    assert warm["commands"] == ["oomdoctor.commands._inputs", "oomdoctor.commands.diagnose"]
+    assert not set(warm["modules"]) & {"shlex", "re2"}
 
 
 def test_a_diagnosis_compiles_only_the_patterns_its_log_needs(diagnose_starts: tuple[dict, dict]) -> None:

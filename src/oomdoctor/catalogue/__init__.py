@@ -108,7 +108,7 @@ def _load() -> dict[str, dict[str, str]]:
             {lang: flatten(parse(data, f"{lang}.yaml"), f"{lang}.yaml") for lang, data in raw.items()}
         )
 
-    kept = usercache.kept_json(KIND, parts, build)
+    kept = usercache.kept(KIND, parts, build)
     return kept if _well_formed(kept) else build()  # an entry damaged or edited by hand: built afresh
 
 
@@ -178,7 +178,7 @@ def _other(flat: Mapping[str, Flat], key: str, lang: str) -> str:
 # --- the completeness check (tests/unit/test_catalogue.py) ---------------------------------------------
 
 
-def fields(text: str, lang: str) -> set[str]:
+def fields(text: str) -> set[str]:
     """The names a text fills (``{path}``, ``{mib:,.0f}`` -> path, mib), the same in either language (a field
     that differs by language is passed as a ``Text``, filled in each message's own language)."""
     import string  # only the check needs it
@@ -197,8 +197,8 @@ def check(flat: Mapping[str, Flat]) -> list[str]:
     for lang, table in (("en", en), ("zh", zh)):
         problems += [f"{k}: empty {lang} text" for k, text in table.items() if not text.strip()]
     for k in en.keys() & zh.keys():
-        if fields(en[k], "en") != fields(zh[k], "zh"):
-            problems.append(f"{k}: en fills {sorted(fields(en[k], 'en'))}, zh {sorted(fields(zh[k], 'zh'))}")
+        if fields(en[k]) != fields(zh[k]):
+            problems.append(f"{k}: en fills {sorted(fields(en[k]))}, zh {sorted(fields(zh[k]))}")
     bare_shared = {k.partition(".")[2] for k in en if k.startswith(f"{SHARED}.")}
     problems += [
         f"{k}: also in shared" for k in en if not k.startswith(SHARED) and k.partition(".")[2] in bare_shared

@@ -12,9 +12,8 @@ import json
 from oomdoctor.commands._inputs import add_run_inputs, gather_kwargs, known_fact_words
 from oomdoctor.errors import EXIT_FAILED, EXIT_OK
 from oomdoctor.i18n import help_text
-from oomdoctor.report.diagnosis import report
 
-__all__ = ["register", "run", "report"]
+__all__ = ["register", "run"]
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -33,5 +32,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(diagnosis.to_json(), ensure_ascii=False, indent=2))
     else:
+        from oomdoctor.report.diagnosis import report  # the text report (and shlex) only where it is printed
+
         print(report(diagnosis, args.lang, config=args.config, log=args.log, known=known_fact_words(args)))
     return EXIT_FAILED if diagnosis.oom else EXIT_OK

@@ -124,92 +124,113 @@ def run(args: argparse.Namespace) -> int:
 def report(
     config: ConfigFacts, model: ModelFacts, result: Estimate, extra: dict[str, Any], lang: Lang
 ) -> str:
-    """The estimate as a table a person reads in a terminal."""
-    from oomdoctor.report.table import pad, width
-    from oomdoctor.report.units import number as _n
+    """The estimate as a table a person reads in a terminal: the setup, the terms and phases, the verdict
+    on the card, and what the estimate rests on."""
+    out = [msg("est_header", lang, model=model.name or "?", source=model.source)]
+    out += _setup_lines(config, result, lang)
+    out += _breakdown_lines(result, lang)
+    out += _card_lines(result, extra, lang)
+    out += _basis_lines(result, lang)
+    return "\n".join(out)
 
-    method = config.finetuning_type
-    if method == "lora":
-        method = f"LoRA r{config.lora_rank} ({config.lora_target})"
-        if config.quantization_bit:
-            method = f"QLoRA {config.quantization_bit}-bit, r{config.lora_rank} ({config.lora_target})"
-    out = [
-        msg("est_header", lang, model=model.name or "?", source=model.source),
+
+def _method(config: ConfigFacts) -> str:
+    """The fine-tuning method, with the LoRA rank and targets (QLoRA with its bits)."""
+    if config.finetuning_type != "lora":
+        return config.finetuning_type
+    if config.quantization_bit:
+        return f"QLoRA {config.quantization_bit}-bit, r{config.lora_rank} ({config.lora_target})"
+    return f"LoRA r{config.lora_rank} ({config.lora_target})"
+
+
+def _setup_lines(config: ConfigFacts, result: Estimate, lang: Lang) -> list[str]:
+    """The method, precision, checkpointing and attention; the batch and the length it is padded to."""
+    why = "est_len_longest" if result.padded_len_source == "longest_sample" else "est_len_cutoff"
+    gc = msg("est_on" if config.gradient_checkpointing else "est_off", lang)
+    lines = [
         "  "
         + msg(
             "est_setup",
             lang,
-            method=method,
+            method=_method(config),
             precision=config.precision,
-            gc=msg("est_on" if config.gradient_checkpointing else "est_off", lang),
+            gc=gc,
             attention=result.attention,
-        ),
+        ),  # fmt: skip
         "  "
         + msg(
-            "est_batch_line",
-            lang,
-            batch=result.micro_batch,
-            length=result.padded_len,
-            why=msg(
-                "est_len_longest" if result.padded_len_source == "longest_sample" else "est_len_cutoff", lang
-            ),
-        ),
+            "est_batch_line", lang, batch=result.micro_batch, length=result.padded_len, why=msg(why, lang)
+        ),  # fmt: skip
     ]
     if result.eval_len:
-        out.append("  " + msg("est_eval_line", lang, batch=result.eval_batch, length=result.eval_len))
+        lines.append("  " + msg("est_eval_line", lang, batch=result.eval_batch, length=result.eval_len))
+    return lines
 
-    labels = {key: msg(f"est_term_{key}", lang) for key in result.terms}
+
+def _breakdown_lines(result: Estimate, lang: Lang) -> list[str]:
+    """The memory terms (the dominant one marked) and the peak of each phase, in aligned columns."""
+    from oomdoctor.report.table import pad, width
+    from oomdoctor.report.units import number
+
+    labels = {key: msg(f"term_{key}", lang) for key in result.terms}
     phase_labels = {key: msg(f"est_phase_{key}", lang) for key in result.phases}
     label_width = max(width(label) for label in [*labels.values(), *phase_labels.values()]) + 2
-    out += ["", msg("est_terms_header", lang)]
+    lines = ["", msg("est_terms_header", lang)]
     for key, value in result.terms.items():
         mark = "  " + msg("est_dominant", lang) if key == result.dominant_term else ""
-        out.append(f"  {pad(labels[key], label_width)}{pad(_n(value), 10, 'right')}{mark}")
-    out += ["", msg("est_phases_header", lang)]
+        lines.append(f"  {pad(labels[key], label_width)}{pad(number(value), 10, 'right')}{mark}")
+    lines += ["", msg("est_phases_header", lang)]
     for key, value in result.phases.items():
-        out.append(f"  {pad(phase_labels[key], label_width)}{pad(_n(value), 10, 'right')}")
+        lines.append(f"  {pad(phase_labels[key], label_width)}{pad(number(value), 10, 'right')}")
+    return lines
+
+
+def _card_lines(result: Estimate, extra: dict[str, Any], lang: Lang) -> list[str]:
+    """The peak, what nvidia-smi would show, whether it fits the card, and the largest batch that does."""
+    from oomdoctor.report.units import number as _n
 
     low, high = result.expected_nvidia_smi_mib
     total = result.gpu_total_mib
-    out += ["", msg("est_peak", lang, peak=_n(result.peak_allocated_mib))]
+    lines = ["", msg("est_peak", lang, peak=_n(result.peak_allocated_mib))]
     if total is not None and low > total:
-        out.append(msg("est_band_over", lang, low=_n(low), total=_n(total)))
+        lines.append(msg("est_band_over", lang, low=_n(low), total=_n(total)))
     elif total is not None and result.fills_card:
-        out.append(msg("est_band_fills", lang, low=_n(low), total=_n(total)))  # never more than the card
+        lines.append(msg("est_band_fills", lang, low=_n(low), total=_n(total)))  # never more than the card
     else:
-        out.append(msg("est_band", lang, low=_n(low), high=_n(high)))
-    card = extra.get("card") or "--gpu-mib"
+        lines.append(msg("est_band", lang, low=_n(low), high=_n(high)))
     if total is None:
-        out.append(msg("est_card_unknown", lang))
-    elif result.fits:
-        out.append(
-            msg("est_card_fits", lang, card=card, total=_n(total), headroom=_n(result.headroom_mib or 0))
-        )
-    elif result.allocated_fits:
-        out.append(
-            msg("est_card_tight", lang, card=card, total=_n(total), peak=_n(result.peak_allocated_mib))
-        )
-    else:
-        out.append(msg("est_card_no", lang, card=card, total=_n(total), peak=_n(result.peak_allocated_mib)))
-    if total is not None:
-        margin = round(100 * float(extra["fit_margin"]))
-        batch = extra.get("fitting_micro_batch")
-        if batch:
-            out.append(
-                msg(
-                    "est_fitting_batch",
-                    lang,
-                    margin=margin,
-                    batch=batch,
-                    accumulation=extra.get("fitting_accumulation"),
-                )
-            )
-        else:
-            out.append(msg("est_fitting_none", lang, margin=margin))
+        return [*lines, msg("est_card_unknown", lang)]
+    return [*lines, _card_verdict(result, total, extra.get("card") or "--gpu-mib", lang),
+            _fitting_batch_line(extra, lang)]  # fmt: skip
+
+
+def _card_verdict(result: Estimate, total: float, card: str, lang: Lang) -> str:
+    """Fits with headroom, fits only as allocated (tight), or does not fit."""
+    from oomdoctor.report.units import number as _n
+
+    if result.fits:
+        return msg("est_card_fits", lang, card=card, total=_n(total), headroom=_n(result.headroom_mib or 0))
+    key = "est_card_tight" if result.allocated_fits else "est_card_no"
+    return msg(key, lang, card=card, total=_n(total), peak=_n(result.peak_allocated_mib))
+
+
+def _fitting_batch_line(extra: dict[str, Any], lang: Lang) -> str:
+    """The largest micro-batch (and its accumulation) that fits with the margin, or that none does."""
+    margin = round(100 * float(extra["fit_margin"]))
+    batch = extra.get("fitting_micro_batch")
+    if not batch:
+        return msg("est_fitting_none", lang, margin=margin)
+    return msg("est_fitting_batch", lang, margin=margin, batch=batch,
+               accumulation=extra.get("fitting_accumulation"))  # fmt: skip
+
+
+def _basis_lines(result: Estimate, lang: Lang) -> list[str]:
+    """What the estimate rests on: the calibration that set its constants, and what it assumed."""
+    lines: list[str] = []
     if result.calibration:
         names = ", ".join(result.calibration["from_calibration"]) or "-"
-        out += ["", msg("est_calibrated", lang, text=result.calibration["text"][lang], names=names)]
+        lines += ["", msg("est_calibrated", lang, text=result.calibration["text"][lang], names=names)]
     if result.notes:
-        out += ["", msg("est_assumptions", lang)]
-        out += [f"  - {note[lang]}" for note in result.notes]
-    return "\n".join(out)
+        lines += ["", msg("est_assumptions", lang)]
+        lines += [f"  - {note[lang]}" for note in result.notes]
+    return lines

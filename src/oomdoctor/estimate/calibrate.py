@@ -182,9 +182,9 @@ def setting_id(setting: Mapping[str, Any]) -> str:
 
 def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/oomdoctor/calibration`` (default ``~/.cache/oomdoctor/calibration``)."""
-    from oomdoctor.usercache import cache_root
+    from oomdoctor.usercache import CALIBRATIONS, cache_root
 
-    return cache_root() / "calibration"
+    return cache_root() / CALIBRATIONS
 
 
 def save(calibration: Calibration, trial_file: Path | None = None) -> Path:

@@ -39,6 +39,12 @@ def card_names() -> list[str]:
     return [row["name"] for row in _cards()["cards"]]
 
 
+def largest_card() -> Card:
+    """The card of the table with the most memory: weights beyond it fit no single card the tool knows."""
+    row = max(_cards()["cards"], key=lambda r: float(r["total_mib"]))
+    return Card(name=row["name"], total_mib=float(row["total_mib"]), bf16=bool(row["bf16"]))
+
+
 def card_by_name(name: str) -> Card:
     """The card for a user-typed name; BadInput listing the known names when it is not in the table."""
     wanted = _normalise(name)

@@ -228,36 +228,57 @@ def _layer_bytes_per_token(
     norm_weight_bytes: int,
     k: dict[str, Any],
 ) -> float:
-    """Bytes autograd saves per token in one decoder layer without checkpointing.
+    """Bytes autograd saves per token in one decoder layer without checkpointing: the norms, the linears'
+    inputs, the attention and the MLP.
+
+    Checked against autograd's saved tensors for HF Llama/Qwen3 + PEFT on CPU: within about 7 %
+    (benchmarks/bench_estimate.py --activations).
+    """
+    total = float(s.norms * k["norm_saved_bytes"] * s.hidden)
+    total += s.norms * norm_weight_bytes * s.hidden  # trainable norm weights keep their normalised input
+    total += _linear_inputs_saved(
+        s,
+        trainable=trainable,
+        full=full,
+        act_bytes=act_bytes,
+        copy_bytes=copy_bytes,
+        quantized_input_bytes=quantized_input_bytes,
+    )
+    total += _attention_saved(
+        s, seq_len=seq_len, micro_batch=micro_batch, attention=attention, act_bytes=act_bytes, k=k
+    )
+    return total + _mlp_saved(s, act_bytes)
+
+
+def _linear_inputs_saved(
+    s: _Shape, *, trainable: set[str], full: bool, act_bytes: int, copy_bytes: int, quantized_input_bytes: int
+) -> float:
+    """Bytes per token the linears keep of their inputs.
 
     A frozen 16-bit linear saves nothing (its input is only needed for a weight gradient). A linear whose
     input is cast on the way in (LoRA under AMP or fp32 adapters: PEFT casts to the adapter's dtype and
     autocast casts back; full fine-tuning under AMP) holds its own copy, ``copy_bytes`` per input feature.
     Otherwise each distinct input tensor is kept once: by trainable linears (pure bf16 LoRA, full
     fine-tuning) and by bitsandbytes' quantised matmul, which keeps its input whenever that input needs a
-    gradient. Checked against autograd's saved tensors for HF Llama/Qwen3 + PEFT on CPU: within about 7 %
-    (benchmarks/bench_estimate.py --activations).
+    gradient.
     """
-    h, q, kv = s.hidden, s.q_dim, s.kv_dim
     dims = s.linear_dims()
-    mid = s.expert_width if s.experts else s.intermediate
     routed = s.experts_per_token if s.experts else 1
-    total = float(s.norms * k["norm_saved_bytes"] * h)
-    total += s.norms * norm_weight_bytes * h  # trainable norm weights keep their normalised input
 
     def in_mlp_experts(name: str) -> bool:
         return bool(s.experts) and name in ("gate", "up", "down")
 
-    # Per-linear copies
-    if copy_bytes:
+    total = 0.0
+    if copy_bytes:  # per-linear copies
         total += sum(
             copy_bytes * dims[name][0] * (routed if in_mlp_experts(name) else 1)
             for name in trainable
             if not (in_mlp_experts(name) and not full)
         )
-    # Distinct inputs kept once
+    # distinct inputs kept once
+    mid = s.expert_width if s.experts else s.intermediate
     feeds = {"attn_in": ("q", "k", "v"), "attn_out": ("o",), "mlp_in": ("gate", "up"), "mlp_mid": ("down",)}
-    width = {"attn_in": h, "attn_out": q, "mlp_in": h, "mlp_mid": mid * routed}
+    width = {"attn_in": s.hidden, "attn_out": s.q_dim, "mlp_in": s.hidden, "mlp_mid": mid * routed}
     for tensor, names in feeds.items():
         kept = 0
         if not copy_bytes and any(n in trainable and (full or not in_mlp_experts(n)) for n in names):
@@ -265,6 +286,15 @@ def _layer_bytes_per_token(
         if quantized_input_bytes:
             kept = max(kept, quantized_input_bytes)
         total += kept * width[tensor]
+    return total
+
+
+def _attention_saved(
+    s: _Shape, *, seq_len: int, micro_batch: int, attention: str, act_bytes: int, k: dict[str, Any]
+) -> float:
+    """Bytes per token attention keeps: q/k norms, rotated q, k, v and the output, and eager's scores."""
+    q, kv = s.q_dim, s.kv_dim
+    total = 0.0
     if s.qk_norm:
         total += k["norm_saved_bytes"] * (q + kv)
     repeat_kv = attention == "eager" or (
@@ -274,18 +304,22 @@ def _layer_bytes_per_token(
     total += act_bytes * (q + 2 * kv_saved + q)  # rotated q, k, v and the attention output
     if attention == "eager":
         total += k["eager_attention_bytes_per_score"] * s.heads * seq_len  # heads x s x s per sequence
+    return total
+
+
+def _mlp_saved(s: _Shape, act_bytes: int) -> float:
+    """Bytes per token the MLP keeps beyond its linears' inputs: the gate, activation and up outputs (per
+    routed expert, and the router's fp32 softmax, in a mixture of experts)."""
     if s.experts:
-        total += (
-            s.experts_per_token * 3 * act_bytes * s.expert_width
-        )  # gate, activation, up per routed expert
+        total = float(s.experts_per_token * 3 * act_bytes * s.expert_width)  # gate, activation, up per expert
         if s.shared_width:
             total += 3 * act_bytes * s.shared_width
-        total += 4 * s.experts  # fp32 router softmax
-    elif s.gated:
-        total += 3 * act_bytes * mid  # gate output, activation output, up output
-    else:
-        total += act_bytes * mid  # fc1 output kept by the activation (fc2's input is counted above)
-    return total
+        return total + 4 * s.experts  # fp32 router softmax
+    if s.gated:
+        return float(3 * act_bytes * s.intermediate)  # gate output, activation output, up output
+    return float(
+        act_bytes * s.intermediate
+    )  # fc1 output kept by the activation (fc2's input is counted above)
 
 
 def _eval_layer_bytes_per_token(s: _Shape) -> float:
@@ -748,7 +782,48 @@ def estimate(
     held = _state(st, trainable_params)
     act = _activations(st, lengths, trainable_set)
     peaks = _peaks(st, lengths, held, act)
-    terms = {
+    reserved_b = _reserved(st, held, act, peaks)
+    smi = _nvidia_smi_band(reserved_b, k)
+    fit = _fit(st, peaks.peak, smi, gpu_total_mib)
+    if st.world > 1:
+        st.notes.add("est_note_per_gpu", gpus=st.world)
+    rendered = st.notes.rendered()
+    # what a checkpoint adds on the GPU and in host RAM (not part of the peak: saves are rare)
+    save_gpu, save_host = _save_terms(st, int(trainable_params))
+    terms = _terms_mib(held, act, peaks)
+    return Estimate(
+        peak_allocated_mib=round(peaks.peak / MIB, 1), dominant_term=_dominant_term(terms),
+        phases=_rounded({"load": peaks.load / MIB, "train": peaks.train / MIB, "eval": peaks.eval / MIB}),
+        terms=_rounded(terms), trainable_params=int(trainable_params), attention=act.attention,
+        expected_nvidia_smi_mib=(round(smi[0], 1), round(smi[1], 1)),
+        expected_reserved_mib=(round(reserved_b[0] / MIB, 1), round(reserved_b[1] / MIB, 1)),
+        # the lengths
+        padded_len=lengths.padded_len, padded_len_source=lengths.padded_source,
+        micro_batch=lengths.micro_batch, eval_batch=lengths.eval_batch,
+        eval_len=lengths.eval_len if config.do_eval else None,
+        variable_lengths=not config.packing, tokens_per_micro_batch=int(lengths.tokens),
+        # the card
+        gpu_total_mib=gpu_total_mib, fits=fit.fits, allocated_fits=fit.allocated_fits,
+        headroom_mib=round(fit.headroom, 1) if fit.headroom is not None else None,
+        fills_card=fit.fills_card, expected_nvidia_smi_on_card_mib=fit.on_card,
+        # what it rests on
+        model_source=model.source, assumptions=[note["en"] for note in rendered], notes=rendered,
+        calibration=calibration.describe() if calibration is not None else None,
+        save_gpu_mib=_rounded({key: value / MIB for key, value in save_gpu.items()}),
+        save_host_mib=_rounded({key: value / MIB for key, value in save_host.items()}),
+    )  # fmt: skip
+
+
+def _nvidia_smi_band(reserved_b: tuple[float, float], k: dict[str, Any]) -> tuple[float, float]:
+    """What nvidia-smi shows (MiB, low and high): what the allocator reserves, plus the CUDA context."""
+    ctx_low, ctx_high = (float(v) for v in k["cuda_context_mib"])
+    return reserved_b[0] / MIB + ctx_low, reserved_b[1] / MIB + ctx_high
+
+
+def _terms_mib(held: _State, act: _Activations, peaks: _Peaks) -> dict[str, float]:
+    """The estimate's terms (MiB): what the weights, the trainable state, the activations, the logits and
+    loss, the evaluation and the overhead each add."""
+    return {
         "weights": held.weights / MIB,
         "trainable_state": held.trainable_state / MIB,
         "activations": act.total / MIB,
@@ -756,45 +831,15 @@ def estimate(
         "eval": peaks.eval_extra / MIB,
         "overhead": peaks.misc / MIB,
     }
+
+
+def _dominant_term(terms: dict[str, float]) -> str:
+    """The largest term of the training step's peak (evaluation is not part of it)."""
     train_terms = {
         key: terms[key] for key in ("weights", "trainable_state", "activations", "logits_loss", "overhead")
     }
-    reserved_low_b, reserved_high_b = _reserved(st, held, act, peaks)
-    ctx_low, ctx_high = (float(v) for v in k["cuda_context_mib"])
-    smi = (reserved_low_b / MIB + ctx_low, reserved_high_b / MIB + ctx_high)
-    fit = _fit(st, peaks.peak, smi, gpu_total_mib)
-    if st.world > 1:
-        st.notes.add("est_note_per_gpu", gpus=st.world)
-    rendered = st.notes.rendered()
-    phases = {"load": peaks.load / MIB, "train": peaks.train / MIB, "eval": peaks.eval / MIB}
-    # what a checkpoint adds on the GPU and in host RAM (not part of the peak: saves are rare)
-    save_gpu, save_host = _save_terms(st, int(trainable_params))
-    return Estimate(
-        peak_allocated_mib=round(peaks.peak / MIB, 1),
-        expected_nvidia_smi_mib=(round(smi[0], 1), round(smi[1], 1)),
-        phases={key: round(value, 1) for key, value in phases.items()},
-        terms={key: round(value, 1) for key, value in terms.items()},
-        dominant_term=max(train_terms, key=lambda key: train_terms[key]),
-        padded_len=lengths.padded_len,
-        padded_len_source=lengths.padded_source,
-        micro_batch=lengths.micro_batch,
-        eval_batch=lengths.eval_batch,
-        gpu_total_mib=gpu_total_mib,
-        fits=fit.fits,
-        headroom_mib=round(fit.headroom, 1) if fit.headroom is not None else None,
-        model_source=model.source,
-        assumptions=[note["en"] for note in rendered],
-        notes=rendered,
-        eval_len=lengths.eval_len if config.do_eval else None,
-        allocated_fits=fit.allocated_fits,
-        variable_lengths=not config.packing,
-        attention=act.attention,
-        trainable_params=int(trainable_params),
-        tokens_per_micro_batch=int(lengths.tokens),
-        expected_reserved_mib=(round(reserved_low_b / MIB, 1), round(reserved_high_b / MIB, 1)),
-        fills_card=fit.fills_card,
-        expected_nvidia_smi_on_card_mib=fit.on_card,
-        calibration=calibration.describe() if calibration is not None else None,
-        save_gpu_mib={key: round(value / MIB, 1) for key, value in save_gpu.items()},
-        save_host_mib={key: round(value / MIB, 1) for key, value in save_host.items()},
-    )
+    return max(train_terms, key=lambda key: train_terms[key])
+
+
+def _rounded(values: dict[str, float]) -> dict[str, float]:
+    return {key: round(value, 1) for key, value in values.items()}

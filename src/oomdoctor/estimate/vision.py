@@ -18,6 +18,8 @@ from oomdoctor.facts.types import ConfigFacts, ModelFacts
 
 @dataclass(frozen=True)
 class VisionTokens:
+    """The tokens one image (and one video) of a multimodal family becomes, at the config's pixel limits."""
+
     family: str
     image_tokens: int  # one image at image_max_pixels
     image_pixels: int

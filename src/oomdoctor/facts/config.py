@@ -91,12 +91,12 @@ def _parsed(text: str, parse: Callable[[], Any]) -> Any:
     """``parse()``, read back from the user cache when this same text was parsed before: a start then needs
     no YAML parser (importing PyYAML alone costs more than the rest of reading a config). The key holds the
     text and the input layer's code, whose bounds a kept parse has passed; only a parse that succeeded, and
-    comes back from JSON unchanged, is kept."""
+    comes back from the cache unchanged, is kept."""
     try:
         reader = Path(inputs.__file__).read_bytes()
     except OSError:
         return parse()
-    return usercache.kept_json(_CONFIG_KIND, [("config", text.encode("utf-8")), ("inputs", reader)], parse)
+    return usercache.kept(_CONFIG_KIND, [("config", text.encode("utf-8")), ("inputs", reader)], parse)
 
 
 def read_config(path: str | os.PathLike[str], *, world_size: int | None = None) -> ConfigFacts:

@@ -44,40 +44,91 @@ _LINE_BREAK = lazy(r"\r\n|[\r\n]")
 
 def read_log(path: str | os.PathLike[str], *, tail_bytes: int | None = DEFAULT_TAIL_BYTES) -> LogFacts:
     """Read a log file (or a LLaMA-Factory output_dir). BadInput when missing, empty, binary or unreadable."""
-    p = Path(path)
+    return _guarded(Path(path), tail_bytes, 0)[0]
+
+
+def read_log_reassembling(path: str | os.PathLike[str], max_bytes: int) -> tuple[LogFacts, bool]:
+    """``read_log``, except that a file of at most ``max_bytes`` whose text reassembly changes (a wrapped or
+    glued message, bars ending in "\\r": ``log_reassemble.py``) is read as that text put back together, with
+    its rank report. Such a file is read and scanned once. Returns the facts and whether they are of the
+    reassembled text."""
+    return _guarded(Path(path), DEFAULT_TAIL_BYTES, max_bytes)
+
+
+def _guarded(p: Path, tail_bytes: int | None, reassemble_max_bytes: int) -> tuple[LogFacts, bool]:
     try:
-        return _read_path(p, tail_bytes)
+        return _read_path(p, tail_bytes, reassemble_max_bytes)
     except OSError as err:  # permissions, a file removed while reading, ...
         raise BadInput(
             msg("log_unreadable", None, path=p, detail=err.strerror or type(err).__name__)
         ) from err
 
 
-def _read_path(p: Path, tail_bytes: int | None) -> LogFacts:
+def _read_path(p: Path, tail_bytes: int | None, reassemble_max_bytes: int) -> tuple[LogFacts, bool]:
     if not p.exists():
         raise BadInput(msg("file_missing", None, what=both("what_log"), path=p))
     if p.is_dir():
-        return _read_output_dir(p, tail_bytes)
+        return _read_output_dir(p, tail_bytes), False
     if not p.is_file():
         raise BadInput(msg("not_a_file", None, path=p))
-    if p.stat().st_size == 0:
+    size = p.stat().st_size
+    if size == 0:
         raise BadInput(msg("log_empty", None, path=p))
+    small = size <= reassemble_max_bytes and tail_bytes is not None and size <= tail_bytes
     if _is_trainer_log(p):
-        return _facts_from(
-            LogScanner(), path=str(p), trainer_log=_read_trainer_log(p), bytes_read=p.stat().st_size
-        )
+        facts = _facts_from(LogScanner(), path=str(p), trainer_log=_read_trainer_log(p), bytes_read=size)
+        return _reassembled_instead(p, facts, _read_whole(p)) if small else (facts, False)
+    if small:
+        data = _read_whole(p)
+        if looks_binary(data[:_SNIFF_BYTES]):  # what the scan refuses first (_scan_file, _scan_file_whole)
+            raise BadInput(msg("log_binary", None, path=p))
+        messy = _messy_text(data)
+        if messy is not None:  # it holds an OOM message, so it is not empty either
+            facts = _parse_text(*messy[:2], path=str(p))
+            facts.bytes_read, facts.encoding = len(data), messy[2]
+            return facts, True
     scanner = LogScanner()
     bytes_read, truncated, encoding = _scan_file(p, scanner, tail_bytes)
-    return _facts_from(scanner, path=str(p), bytes_read=bytes_read, truncated=truncated, encoding=encoding)
+    facts = _facts_from(scanner, path=str(p), bytes_read=bytes_read, truncated=truncated, encoding=encoding)
+    return facts, False
+
+
+def _read_whole(p: Path) -> bytes:
+    with _open_regular(p) as fh:
+        return fh.read()
+
+
+def _messy_text(data: bytes) -> tuple[str, str, str] | None:
+    """(text, its reassembled text, encoding) of a log's bytes when reassembly changes the text, else None."""
+    if looks_binary(data[:_SNIFF_BYTES]):
+        return None
+    text, encoding = decode_block(data, bom_encoding(data[:4]))
+    reassembled = reassemble(text)
+    return (text, reassembled, encoding) if reassembled != text else None
+
+
+def _reassembled_instead(p: Path, facts: LogFacts, data: bytes) -> tuple[LogFacts, bool]:
+    """A trainer_log.jsonl that reassembly changes is read as text, keeping what the file reader counted."""
+    messy = _messy_text(data)
+    if messy is None:
+        return facts, False
+    again = _parse_text(*messy[:2], path=str(p))
+    again.bytes_read, again.encoding = facts.bytes_read, facts.encoding
+    return again, True
 
 
 def parse_log_text(text: str, *, path: str | None = None) -> LogFacts:
     """Read a log given as text (a pasted excerpt, a case file). Text that is a trainer_log.jsonl works too."""
+    return _parse_text(text, None, path)
+
+
+def _parse_text(text: str, reassembled: str | None, path: str | None) -> LogFacts:
+    """``parse_log_text``, given ``reassemble(text)`` where the caller has it already."""
     records = _trainer_records(text)
     if records is not None:
         return _facts_from(LogScanner(), path=path, trainer_log=records, bytes_read=len(text))
     scanner = LogScanner()
-    scanner.feed_text(reassemble(text))
+    scanner.feed_text(reassemble(text) if reassembled is None else reassembled)
     facts = _facts_from(scanner, path=path, bytes_read=len(text))
     facts.ranks = rank_report(text)
     return facts

@@ -239,34 +239,17 @@ def _tail_text(path: Path) -> bytes:
 
 
 def read_run_log(path: Path) -> LogFacts:
-    """The log reader for ``--log``: a LLaMA-Factory output_dir or a file as ``read_log`` reads them, or a
-    folder of per-node logs as one multi-node log; with the rank report of a multi-rank log."""
-    from oomdoctor.facts.log import parse_log_text, read_log
+    """The log reader for ``--log``: a LLaMA-Factory output_dir or a file as ``read_log`` reads them (a small
+    file with wrapped or glued lines as its text put back together, ``read_log_reassembling``), or a folder of
+    per-node logs as one multi-node log; with the rank report of a multi-rank log."""
+    from oomdoctor.facts.log import parse_log_text, read_log_reassembling
 
     if path.is_dir() and not _is_output_dir(path) and per_node_logs(path):
         return parse_log_text(read_log_dir(path), path=str(path))
-    facts = read_log(path)
-    if path.is_file() and path.stat().st_size <= REASSEMBLE_MAX_BYTES:
-        messy = _messy_text(path)
-        if messy is not None:  # wrapped or glued lines: read them put back together (facts/log_reassemble.py)
-            again = parse_log_text(messy, path=str(path))
-            again.bytes_read, again.encoding = facts.bytes_read, facts.encoding
-            return again
-    if facts.ranks is None and path.is_file():
+    facts, reassembled = read_log_reassembling(path, REASSEMBLE_MAX_BYTES)
+    if not reassembled and facts.ranks is None and path.is_file():
         facts.ranks = rank_report(_tail_text(path))
     return facts
 
 
 REASSEMBLE_MAX_BYTES = 8 * 1024**2  # a pasted or saved excerpt; big logs keep the windowed reader
-
-
-def _messy_text(path: Path) -> str | None:
-    """The file's text when reassembly changes it (a wrapped or glued message), else None."""
-    from oomdoctor.facts.log_reassemble import reassemble
-    from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary
-
-    data = path.read_bytes()
-    if looks_binary(data[:65536]):
-        return None
-    text, _ = decode_block(data, bom_encoding(data[:4]))
-    return text if reassemble(text) != text else None

@@ -77,32 +77,90 @@ def write_patched_config(
     text = read_config_text(source)
     raw = _load_raw(source, text)
     out = inputs.check_new_folder(out_dir)
+    _check_proposal(source, raw, proposal)
+    edited, written = _edited_text(source, text, raw, proposal, out)
+    launch = _plan_launch(source, raw, proposal, edited, out)
+    change = _change_record(source, proposal, written, launch, parent=parent)
+    script = command_script(launch.config, env=launch.env, run_dir=launch.run_dir)
+    files = _write_folder(out, edited, {**proposal.files, COMMAND_NAME: script}, change)
+    (out / COMMAND_NAME).chmod(0o755)
+    return PatchResult(
+        folder=out,
+        config_path=launch.config,
+        diff=_diff(text, edited, source, launch.config),
+        command=launch.command,
+        change_json=out / CHANGE_NAME,
+        run_dir=launch.run_dir,
+        files=[f for f in files if f.name != COMMAND_NAME],
+        written=written,
+        env=launch.env,
+        relative_paths=launch.relative,
+        command_file=out / COMMAND_NAME,
+    )
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """How the patched config runs: its path, the folder to start in, the environment and the command."""
+
+    config: Path
+    run_dir: Path | None
+    relative: dict[str, dict[str, Any]]  # key -> {value, resolved}
+    env: dict[str, str]
+    command: str
+
+
+def _check_proposal(source: Path, raw: dict[str, Any], proposal: Proposal) -> None:
+    """ValueError for a proposal with nothing to write or an unsafe file name; BadInput when the config no
+    longer holds the values the proposal was made for."""
     if not (proposal.changes or proposal.env or proposal.files):
         raise ValueError(f"proposal {proposal.rule!r} has nothing to write (manual advice)")
     _check_file_names(proposal)
     _check_not_stale(source, raw, proposal)
 
+
+def _edited_text(
+    source: Path, text: str, raw: dict[str, Any], proposal: Proposal, out: Path
+) -> tuple[str, dict[str, list[Any]]]:
+    """The config's text with the proposal's edits made in place, and every key written
+    (``{key: [old, new]}``)."""
     edits, written = _plan_edits(raw, proposal, out)
     try:
         edited = apply_edits(text, edits, rule=proposal.rule)
     except EditError as err:
         raise BadInput(msg("patch_cannot_edit", None, path=source, detail=err)) from None
-    final = inputs.load_yaml(edited.text, path=one_line(out / CONFIG_NAME))
+    return edited.text, written
 
+
+def _plan_launch(source: Path, raw: dict[str, Any], proposal: Proposal, edited: str, out: Path) -> _Launch:
+    """Where the patched config must run for its relative paths to resolve (that no earlier run folder is
+    the new folder is checked again there), with which environment, and the command."""
+    final = inputs.load_yaml(edited, path=one_line(out / CONFIG_NAME))
     run_dir, relative = find_run_dir(final, source.parent)
     inputs.check_new_folder(out, protected=run_folders(raw, run_dir))
     env = _launch_env(proposal, final)
     config_out = out / CONFIG_NAME
     command = build_command(config_out, env=env, run_dir=run_dir)
-    diff = "".join(
+    return _Launch(config=config_out, run_dir=run_dir, relative=relative, env=env, command=command)
+
+
+def _diff(text: str, edited: str, source: Path, config_out: Path) -> str:
+    """The unified diff from the user's config to the patched one."""
+    return "".join(
         difflib.unified_diff(
             text.splitlines(keepends=True),
-            edited.text.splitlines(keepends=True),
+            edited.splitlines(keepends=True),
             fromfile=str(source),
             tofile=str(config_out),
         )
     )
-    change = {
+
+
+def _change_record(
+    source: Path, proposal: Proposal, written: dict[str, list[Any]], launch: _Launch, *, parent: str | None
+) -> dict[str, Any]:
+    """What ``change.json`` holds: where the config came from, the proposal, what was written, how to run it."""
+    return {
         "parent": parent or _default_parent(source),
         "source_config": str(source),
         "rule": proposal.rule,
@@ -110,7 +168,7 @@ def write_patched_config(
         "cause": proposal.cause,
         "changes": to_jsonable(proposal.changes),
         "written": to_jsonable(written),
-        "env": env,
+        "env": launch.env,
         "files": sorted(proposal.files),
         "why": proposal.why,
         "cost": proposal.cost,
@@ -118,29 +176,13 @@ def write_patched_config(
         "already_on": proposal.already_on,
         "requires": proposal.requires,
         "effect": to_jsonable(proposal.effect),
-        "run_dir": str(run_dir) if run_dir else None,
-        "relative_paths": relative,
+        "run_dir": str(launch.run_dir) if launch.run_dir else None,
+        "relative_paths": launch.relative,
         "paths_note": both("patch_paths_note"),
-        "command": command,
+        "command": launch.command,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "oomdoctor_version": __version__,
     }
-    script = command_script(config_out, env=env, run_dir=run_dir)
-    files = _write_folder(out, edited.text, {**proposal.files, COMMAND_NAME: script}, change)
-    (out / COMMAND_NAME).chmod(0o755)
-    return PatchResult(
-        folder=out,
-        config_path=config_out,
-        diff=diff,
-        command=command,
-        change_json=out / CHANGE_NAME,
-        run_dir=run_dir,
-        files=[f for f in files if f.name != COMMAND_NAME],
-        written=written,
-        env=env,
-        relative_paths=relative,
-        command_file=out / COMMAND_NAME,
-    )
 
 
 # ------------------------------------------------------------------------------------------- checks

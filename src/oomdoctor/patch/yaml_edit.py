@@ -233,53 +233,61 @@ def apply_edits(text: str, edits: list[KeyEdit], *, rule: str) -> EditResult:
     result = EditResult(text="")
     replacements: list[tuple[int, int, list[str]]] = []  # (first line, last line, new lines)
     appended: list[str] = []
-
     for edit in edits:
         entry = entries.get(edit.key)
         if entry is None:
-            if edit.remove:
-                continue
-            rendered = render_scalar(edit.value)
-            note_text = f"  # {MARK}: {edit.note}" if edit.note else ""
-            appended.append(f"{edit.key}: {rendered}{note_text}{nl}")
-            result.appended.append(edit.key)
+            if not edit.remove:
+                appended.append(_new_key_line(edit, nl))
+                result.appended.append(edit.key)
             continue
-        head = lines[entry.line][: entry.colon + 1]
-        body, line_nl = _strip_newline(lines[entry.line])
-        line_nl = line_nl or nl
-        old_text, gap, comment = _split_rest(body[entry.colon + 1 :]) if entry.single_line else ("", "", None)
-        if not entry.single_line:
-            old_text = render_scalar(_plain(entry.value))
-        if edit.remove:
-            note = edit.note or f"removed {edit.key}: {old_text}"
-            replacements.append((entry.line, entry.last, [f"# {MARK}: {note}{line_nl}"]))
-            result.removed.append(edit.key)
-            continue
-        quote = (
-            old_text[0]
-            if entry.single_line and old_text[:1] in _QUOTES and isinstance(edit.value, str)
-            else None
-        )
-        rendered = render_scalar(edit.value, quote=quote)
-        note = edit.note or f"was {old_text if old_text else 'empty'}"
-        comment = _without_marker(comment)
-        marker = f"# {MARK}: {note}" + (f" | {comment}" if comment else "")
-        new_line = f"{head} {rendered}{gap or '  '}{marker}{line_nl}"
-        replacements.append((entry.line, entry.last, [new_line]))
-        result.changed_in_place.append(edit.key)
-
+        replacements.append((entry.line, entry.last, [_edited_line(lines, entry, edit, nl)]))
+        (result.removed if edit.remove else result.changed_in_place).append(edit.key)
     for first, last, new_lines in sorted(replacements, reverse=True):
         lines[first : last + 1] = new_lines
-    if appended:
-        if lines and not lines[-1].endswith(("\n", "\r")):
-            lines[-1] += nl
-        if lines and lines[-1].strip():
-            lines.append(nl)
-        lines.append(f"# {MARK}: {rule}{nl}")
-        lines.extend(appended)
+    _append_keys(lines, appended, rule, nl)
     result.text = "".join(lines)
     _check(text, result.text, edits)
     return result
+
+
+def _new_key_line(edit: KeyEdit, nl: str) -> str:
+    """A key the config does not have, as a line of its own (with the edit's note as a comment)."""
+    note_text = f"  # {MARK}: {edit.note}" if edit.note else ""
+    return f"{edit.key}: {render_scalar(edit.value)}{note_text}{nl}"
+
+
+def _edited_line(lines: list[str], entry: _Entry, edit: KeyEdit, nl: str) -> str:
+    """The line that replaces ``entry``'s lines: the key with its new value and a comment saying what it was
+    (the user's own comment kept), or, for a removal, a comment saying what was removed."""
+    head = lines[entry.line][: entry.colon + 1]
+    body, line_nl = _strip_newline(lines[entry.line])
+    line_nl = line_nl or nl
+    old_text, gap, comment = _split_rest(body[entry.colon + 1 :]) if entry.single_line else ("", "", None)
+    if not entry.single_line:
+        old_text = render_scalar(_plain(entry.value))
+    if edit.remove:
+        note = edit.note or f"removed {edit.key}: {old_text}"
+        return f"# {MARK}: {note}{line_nl}"
+    quote = (
+        old_text[0] if entry.single_line and old_text[:1] in _QUOTES and isinstance(edit.value, str) else None
+    )
+    rendered = render_scalar(edit.value, quote=quote)
+    note = edit.note or f"was {old_text if old_text else 'empty'}"
+    comment = _without_marker(comment)
+    marker = f"# {MARK}: {note}" + (f" | {comment}" if comment else "")
+    return f"{head} {rendered}{gap or '  '}{marker}{line_nl}"
+
+
+def _append_keys(lines: list[str], appended: list[str], rule: str, nl: str) -> None:
+    """New keys go at the end, after a blank line and a comment naming the rule that added them."""
+    if not appended:
+        return
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += nl
+    if lines and lines[-1].strip():
+        lines.append(nl)
+    lines.append(f"# {MARK}: {rule}{nl}")
+    lines.extend(appended)
 
 
 def _plain(value: Any) -> Any:

@@ -5,6 +5,7 @@ the app's watch screen print the same report."""
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oomdoctor.i18n import Lang, msg, pick
@@ -78,20 +79,50 @@ def report(
     log: str | None = None,
     known: list[str] | None = None,
 ) -> str:
-    """The diagnosis as text a person reads in a terminal, in ``lang``."""
+    """The diagnosis as text a person reads in a terminal, in ``lang``: the headline, the OOM message's
+    numbers and account, the findings, the questions, the proposal and the alternatives."""
     d = diagnosis
-    known = known or []
-    out: list[str] = []
+    patch = _PatchCommand(config, log, known or [])
+    out = [_headline(d, lang)]
+    out += _number_lines(d, lang)
+    # What a guard skipped is shown with the proposal ("Already on"); list it here only without one.
+    shown = [f for f in d.findings if d.proposal is None or not f.id.startswith("guard.")]
+    if shown:
+        out += ["", msg("r_findings", lang)]
+        out += [f"  - {pick(f.text, lang)}" for f in shown]
+    out += _question_lines(d, lang)
+    out += _proposal_section(d, lang, patch)
+    out += _alternative_lines(d, lang, patch)
+    return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class _PatchCommand:
+    """The files and flags the report's ``oomdoctor patch`` command lines repeat."""
+
+    config: str | None
+    log: str | None
+    known: list[str]
+
+    def line(self, proposal: Proposal, *, first: bool) -> str:
+        return _patch_command(proposal, self.config, self.log, self.known, first)
+
+
+def _headline(d: Diagnosis, lang: Lang) -> str:
+    """Where it ran out and what filled the memory (at which step); or why no OOM is reported."""
     if not d.oom:
         no_line = any(f.id == "no_error_line" for f in d.findings)
         stops = any(f.id.startswith("log_stops_") for f in d.findings)
-        out.append(msg("r_no_error_line" if no_line else "r_log_stops" if stops else "r_no_oom", lang))
-    else:
-        phase, cause = msg(f"phase_{d.phase}", lang), msg(f"cause_{d.cause}", lang)
-        if d.step is not None:
-            out.append(msg("r_oom_step", lang, step=d.step, phase=phase, cause=cause))
-        else:
-            out.append(msg("r_oom", lang, phase=phase, cause=cause))
+        return msg("r_no_error_line" if no_line else "r_log_stops" if stops else "r_no_oom", lang)
+    phase, cause = msg(f"phase_{d.phase}", lang), msg(f"cause_{d.cause}", lang)
+    if d.step is not None:
+        return msg("r_oom_step", lang, step=d.step, phase=phase, cause=cause)
+    return msg("r_oom", lang, phase=phase, cause=cause)
+
+
+def _number_lines(d: Diagnosis, lang: Lang) -> list[str]:
+    """The OOM message's numbers in one line, and the message read as an account of the card."""
+    lines: list[str] = []
     numbers = [
         msg(key, lang, mib=_mib(value))
         for key, value in (
@@ -103,37 +134,42 @@ def report(
         if value is not None
     ]
     if numbers:
-        out.append(msg("r_numbers_sep", lang).join(numbers) + msg("r_numbers_end", lang))
+        lines.append(msg("r_numbers_sep", lang).join(numbers) + msg("r_numbers_end", lang))
     if d.account is not None:
-        out.append(f"{msg('r_account', lang)} {pick(d.account['line'], lang)}")
-    # What a guard skipped is shown with the proposal ("Already on"); list it here only without one.
-    shown = [f for f in d.findings if d.proposal is None or not f.id.startswith("guard.")]
-    if shown:
-        out += ["", msg("r_findings", lang)]
-        out += [f"  - {pick(f.text, lang)}" for f in shown]
-    if d.questions:
-        out += ["", msg("r_questions", lang)]
-        for q in d.questions:
-            out.append(f"  ? {pick(q.text, lang)}")
-            for a in q.answers:
-                out.append(f"      {a.value}: {pick(a.label, lang)}")
-            out.append(f"    {msg('r_answer_hint', lang, question=q.key, allowed='|'.join(q.allowed))}")
-    if d.proposal is not None:
-        heading = "r_manual" if d.proposal.manual else "r_proposal"
-        out += ["", msg(heading, lang)]
-        out += _proposal_lines(d.proposal, lang)
-        if not d.proposal.manual:
-            out += [
-                "",
-                msg("r_patch_hint", lang),
-                f"  {_patch_command(d.proposal, config, log, known, True)}",
-            ]
-    elif d.oom:
-        out += ["", msg("r_no_proposal" if d.questions else "r_no_rule", lang)]
-    if d.alternatives:
-        out += ["", msg("r_alternatives", lang)]
-        for alt in d.alternatives:
-            out.append(f"  - {pick(alt.title, lang)}   [{alt.rule}]")
-            if not alt.manual:
-                out.append(f"      {_patch_command(alt, config, log, known, False)}")
-    return "\n".join(out)
+        lines.append(f"{msg('r_account', lang)} {pick(d.account['line'], lang)}")
+    return lines
+
+
+def _question_lines(d: Diagnosis, lang: Lang) -> list[str]:
+    """Each question with its answers and the flag that gives one."""
+    if not d.questions:
+        return []
+    lines = ["", msg("r_questions", lang)]
+    for q in d.questions:
+        lines.append(f"  ? {pick(q.text, lang)}")
+        lines += [f"      {a.value}: {pick(a.label, lang)}" for a in q.answers]
+        lines.append(f"    {msg('r_answer_hint', lang, question=q.key, allowed='|'.join(q.allowed))}")
+    return lines
+
+
+def _proposal_section(d: Diagnosis, lang: Lang, patch: _PatchCommand) -> list[str]:
+    """The proposal and the command that writes it (a manual one has none); without a proposal, why not."""
+    if d.proposal is None:
+        return ["", msg("r_no_proposal" if d.questions else "r_no_rule", lang)] if d.oom else []
+    lines = ["", msg("r_manual" if d.proposal.manual else "r_proposal", lang)]
+    lines += _proposal_lines(d.proposal, lang)
+    if not d.proposal.manual:
+        lines += ["", msg("r_patch_hint", lang), f"  {patch.line(d.proposal, first=True)}"]
+    return lines
+
+
+def _alternative_lines(d: Diagnosis, lang: Lang, patch: _PatchCommand) -> list[str]:
+    """The other proposals that also matched, each with its own patch command."""
+    if not d.alternatives:
+        return []
+    lines = ["", msg("r_alternatives", lang)]
+    for alt in d.alternatives:
+        lines.append(f"  - {pick(alt.title, lang)}   [{alt.rule}]")
+        if not alt.manual:
+            lines.append(f"      {patch.line(alt, first=False)}")
+    return lines

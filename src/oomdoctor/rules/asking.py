@@ -14,10 +14,16 @@ from oomdoctor.rules.loader import LoadedNode, RuleSet
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question
 from oomdoctor.rules.walk import Walk, walk_rules
 
-# Questions go out one tier at a time, the most decisive first: where it ran out decides which nodes apply
-# at all; which memory (and whether the weights loaded) picks the branch; card facts and the nodes' own
-# questions only choose within it. The nodes' own questions join the last tier.
-QUESTION_TIERS: tuple[tuple[str, ...], ...] = (("phase",), ("weights_loaded", "memory_kind"), ("card_bf16",))
+# Questions go out one tier at a time, the most decisive first: which memory ran out (the GPU's or the
+# host's: a host-RAM failure has its own changes in every phase, so nothing GPU-side is proposed before it)
+# and where it ran out (which nodes apply at all) come together, each worth asking only with the other's
+# answer tried too; whether the weights loaded picks the branch; card facts and the nodes' own questions only
+# choose within it. The nodes' own questions join the last tier.
+QUESTION_TIERS: tuple[tuple[str, ...], ...] = (
+    ("memory_kind", "phase"),
+    ("weights_loaded",),
+    ("card_bf16",),
+)
 
 # An answer to the key settles these facts too (a phase past loading means the weights loaded).
 SETTLED_BY: dict[str, tuple[str, ...]] = {"phase": ("weights_loaded",)}
@@ -81,7 +87,8 @@ def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]
         later = [key for rest in tiers[index + 1 :] for key in rest]
         asked = []
         for key in tier:
-            context_keys = [k for k in later if k not in SETTLED_BY.get(key, ())]
+            beside = [k for k in tier if k != key] + later  # the tier's other questions are answered too
+            context_keys = [k for k in beside if k not in SETTLED_BY.get(key, ())]
             brings = _answer_that_changes(key, facts, rules, context_keys, walk.top)
             if brings is None:
                 continue

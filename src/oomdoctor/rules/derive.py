@@ -62,6 +62,27 @@ DEVICE_ALLOCATION_FRAMES: frozenset[str] = frozenset(
         "dispatch_model",
     }
 )
+# In a training step the weights have loaded and fit: they are what to shrink there only when they are known
+# to take at least this share of the card, or the failing frame gathers sharded parameters (below).
+STEP_WEIGHTS_SHARE = 0.3
+PARAMETER_GATHER_FRAMES: frozenset[str] = frozenset(
+    {
+        "all_gather",
+        "_allgather_params",
+        "fetch_sub_module",
+        "_all_gather",
+        "_alloc_padded_unsharded_flat_param",
+        "_unshard_fsdp_state_params",
+        "_unshard",
+    }
+)
+# No single weight, gradient or Adam tensor of a released model is one allocation this large (the largest, an
+# fp32 copy of a 256k x 8192 embedding, is 8 GiB): a step that asks for more at once is computing activations
+# or logits.
+STEP_TENSOR_MIN_MIB = 8192.0
+# World sizes a ZeRO run may have when nothing states it: the dominant term is trusted only when it is the
+# same at both ends (ZeRO shards optimizer state, gradients and, at stage 3, weights by the world size).
+ZERO_WORLD_SIZES = (1, 8)
 # Full fine-tuning shows in the log when the trainable parameters are at least this share of the model...
 FULL_TRAINABLE_SHARE = 0.5
 # ... or when the optimizer step asks for at least this much at once: Adam's temporaries are as large as one
@@ -133,6 +154,8 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     over = _weights_against_card(facts) if log is None else None  # with no log: do the weights fit the card?
     if over is not None and over > 0:
         return "load", "weights_size"  # no log: the weights alone do not fit, so it stops while loading
+    if log is None and over is None and _weights_beyond_every_card(facts):
+        return "load", "weights_size_any_card"  # no card size, but no card the tool knows holds them
     if (
         config is not None
         and evaluation_only(config)
@@ -153,6 +176,22 @@ def _weights_against_card(facts: Facts) -> float | None:
     capacity, est = facts.derived.capacity_mib, facts.estimate
     weights = est.terms.get("weights") if est is not None else None
     return weights - capacity if capacity and weights else None
+
+
+def _weights_beyond_every_card(facts: Facts) -> bool:
+    """The estimate's weights on each card are more than the largest card of the table holds, and nothing
+    shards them over an unstated number of processes (ZeRO-3 or FSDP): with LLaMA-Factory placing the whole
+    model on each process's card for training and prediction, it cannot have got past loading."""
+    est = facts.estimate
+    weights = est.terms.get("weights") if est is not None else None
+    if not weights or facts.config is None:
+        return False
+    sharded = _zero_stage(facts) == 3 or facts.derived.sharded_by != "none"
+    if sharded and facts.derived.world_size_source in (None, "single"):
+        return False
+    from oomdoctor.estimate.cards import largest_card
+
+    return weights > largest_card().total_mib
 
 
 def evaluation_only(config: ConfigFacts) -> bool:
@@ -356,7 +395,99 @@ def _dominant_cause(facts: Facts, logits_evidence: str | None) -> str | None:
     if logits_evidence is not None:
         return "logits"
     est = facts.estimate
-    return _CAUSE_OF_TERM.get(est.dominant_term) if est is not None else None
+    if est is None:
+        return None
+    terms: set[str | None] = {est.dominant_term}
+    if _world_size_open_under_zero(facts):
+        terms |= {_dominant_at(facts, size) for size in ZERO_WORLD_SIZES}
+    term = terms.pop() if len(terms) == 1 else None
+    return _CAUSE_OF_TERM.get(term) if term is not None else None
+
+
+def _world_size_open_under_zero(facts: Facts) -> bool:
+    """The config shards state with ZeRO (which divides terms by the world size) and nothing states how many
+    processes there are."""
+    config = facts.config
+    return (
+        config is not None
+        and (config.zero_stage or 0) >= 1
+        and facts.derived.world_size_source in (None, "single")
+    )
+
+
+def _dominant_at(facts: Facts, world_size: int) -> str | None:
+    """The estimate's dominant term had the run ``world_size`` processes (None: no estimate at that size)."""
+    from oomdoctor.errors import BadInput
+    from oomdoctor.estimate import estimate
+
+    config, model, est = facts.config, facts.model, facts.estimate
+    assert config is not None and model is not None and est is not None
+    sized = dataclasses.replace(config, world_size=world_size)
+    capacity = facts.derived.capacity_mib
+    try:
+        at_size = estimate(
+            sized, model, data=facts.data, gpu_total_mib=capacity, calibration=facts.calibration()
+        )
+    except BadInput:
+        return None
+    return at_size.dominant_term
+
+
+# Where a request that large can only be the forward/backward's: loading (DeepSpeed's initialise flattens every
+# parameter into one buffer) and the optimizer step (a fused update over flattened tensors) have their own.
+FORWARD_PHASES = frozenset({"first_batch", "long_sample"})
+
+
+def _request_is_step_tensor(log: LogFacts | None, phase: str) -> bool:
+    """In a forward/backward, the request is larger than any single weight, gradient or Adam tensor can be
+    (STEP_TENSOR_MIN_MIB)."""
+    return phase in FORWARD_PHASES and log is not None and (log.requested_mib or 0.0) >= STEP_TENSOR_MIN_MIB
+
+
+def _weights_fill_step(
+    facts: Facts, weights_share: float | None, finetuning_type: str | None, phase: str
+) -> bool:
+    """In a training step, the weights are known to be what fills the card: see ``Derived.weights_fill_step``."""
+    config, log = facts.config, facts.log
+    if config is not None and config.offload_param and _zero_stage(facts) == 3:
+        return False  # ZeRO-3 keeps them in host memory, gathering a layer at a time
+    if _request_is_step_tensor(log, phase):
+        return False
+    if weights_share is not None and weights_share >= STEP_WEIGHTS_SHARE:
+        return True
+    if finetuning_type == "full":
+        return True  # a gradient and Adam state per parameter: several times the weights, on every card
+    return log is not None and bool(PARAMETER_GATHER_FRAMES.intersection(log.frames))
+
+
+STEP_PHASES = frozenset({"first_batch", "long_sample", "optimizer_step"})
+
+
+def _fixed_cause(phase: str, finetuning_type: str | None) -> str | None:
+    """See ``Derived.fixed_cause``."""
+    if phase == "unknown":
+        return None
+    return "optimizer_state" if finetuning_type == "full" and phase in STEP_PHASES else "weights"
+
+
+PRECISION_KEYS = frozenset({"bf16", "fp16", "pure_bf16"})
+WHOLE_CONFIG_KEYS = frozenset(
+    {"model_name_or_path", "dataset"}
+)  # what every LLaMA-Factory training config has
+
+
+def _precision_stated(config: ConfigFacts | None) -> bool:
+    """See ``Derived.precision_stated``."""
+    if config is None:
+        return False
+    written = config.written_keys
+    return bool(PRECISION_KEYS & written) or written >= WHOLE_CONFIG_KEYS
+
+
+def _reserve_share(log: LogFacts | None) -> float | None:
+    if log is None or log.reserved_unallocated_mib is None or not log.capacity_mib:
+        return None
+    return log.reserved_unallocated_mib / log.capacity_mib
 
 
 def _eval_batch(facts: Facts) -> int | None:
@@ -420,9 +551,8 @@ def _cutoff_that_fits(facts: Facts, limit: int) -> int | None:
     if config is None or model is None or facts.estimate is None or not capacity:
         return None
     from oomdoctor.estimate import estimate, with_changes
-    from oomdoctor.estimate.calibrate import calibration_of
 
-    calibration = calibration_of(facts.estimate)
+    calibration = facts.calibration()
     cutoff = (limit - 1) // CUTOFF_STEP * CUTOFF_STEP
     while cutoff >= CUTOFF_STEP:
         trial = with_changes(config, {"cutoff_len": cutoff})
@@ -494,6 +624,8 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
     logits_evidence = _logits_evidence(facts, padded)
     card_name = device.name if device is not None else (log.card_name if log is not None else None)
     stop = log_stop(config, log)
+    weights_share = _weights_share(model_size, capacity, phase, log)
+    finetuning_type = _finetuning_type(facts, phase)
     return dataclasses.replace(
         run,
         oom=log is None or log_failed(facts) or "phase" in facts.answers,
@@ -505,7 +637,7 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
         card_bf16=_card_bf16(facts, card_name),
         card_name=card_name,
         zero_stage=_zero_stage(facts),
-        finetuning_type=_finetuning_type(facts, phase),
+        finetuning_type=finetuning_type,
         eval_batch=_eval_batch(facts),
         eval_batch_default=(not config.per_device_eval_batch_size_set) if config else None,
         self_listed_pid=self_pid,
@@ -513,7 +645,12 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
         other_process_share=other_mib / capacity if other_mib is not None and capacity else None,
         other_process_pids=tuple(other_pids),
         model_size_mib=model_size,
-        weights_share=_weights_share(model_size, capacity, phase, log),
+        weights_share=weights_share,
+        weights_fill_step=_weights_fill_step(facts, weights_share, finetuning_type, phase),
+        request_is_step_tensor=_request_is_step_tensor(log, phase),
+        reserve_share=_reserve_share(log),
+        precision_stated=_precision_stated(config),
+        fixed_cause=_fixed_cause(phase, finetuning_type),
         host_ram_needed_mib=(model_size * (run.processes_at_least or 1) if model_size is not None else None),
         padded_longest_tokens=padded,
         cutoff_candidate=cutoff[0],

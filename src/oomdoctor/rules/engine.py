@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oomdoctor.diagnosis import Diagnosis, Finding
+from oomdoctor.diagnosis import Diagnosis, Finding, Proposal
 from oomdoctor.facts.account import account_json, account_of
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import both
@@ -20,7 +20,7 @@ from oomdoctor.rules.asking import QUESTION_TIERS, check_answers, choose_questio
 from oomdoctor.rules.conditions import evaluate
 from oomdoctor.rules.derive import error_line_missing
 from oomdoctor.rules.facts import Facts
-from oomdoctor.rules.findings import fact_findings
+from oomdoctor.rules.findings import fact_findings, without_guarded
 from oomdoctor.rules.loader import RuleSet, load_rules
 from oomdoctor.rules.proposals import ESTIMATE_PHASE
 from oomdoctor.rules.questions import builtin_question
@@ -78,7 +78,7 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
         findings.insert(0, Finding(id="no_oom", text=both("f_no_oom")))
         return _diagnosis(facts, oom=False, phase="none", cause="unknown", findings=findings)
     walk = walk_rules(facts, rules)
-    findings += walk.findings
+    findings = without_guarded(findings, facts, frozenset(walk.guarded)) + walk.findings
     if walk.candidates:
         findings += walk.candidates[0][2]  # notes about the proposed change itself
     proposals = walk.proposals
@@ -89,7 +89,7 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
         facts,
         oom=True,
         phase=facts.derived.phase,
-        cause=_phase_cause(facts) or (proposal.cause if proposal is not None else _evidence_cause(facts)),
+        cause=_committed_cause(facts, proposal),
         findings=findings,
         proposal=proposal,
         alternatives=proposals[1:],
@@ -99,18 +99,19 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
 
 def _no_error_line(facts: Facts, findings: list[Finding]) -> Diagnosis:
     """A traceback cut before its error line, or a log that stops with no error line at all: neither is
-    evidence of an OOM, so nothing is diagnosed; the finding says where it stops and the phase is asked first,
-    one tier at a time as always (an answer, or a memory kind, makes it an OOM: ``log_failed``). A log that
-    stops before the first step has its phase already: there the memory kind is asked."""
+    evidence of an OOM, so nothing is diagnosed; the finding says where it stops, and which memory ran out and
+    where are asked, the first tier as always (an answer makes it an OOM: ``log_failed``). A log that stops
+    before the first step has its phase already: there the memory kind alone is asked."""
     placed = facts.derived.phase if error_line_missing(facts) else "unknown"
-    key = "memory_kind" if facts.derived.log_stop == "load" or placed != "unknown" else "phase"
+    located = facts.derived.log_stop == "load" or placed != "unknown"
+    keys = ["memory_kind"] if located else ["memory_kind", "phase"]
     return _diagnosis(
         facts,
         oom=False,
         phase=placed,
         cause="unknown",
         findings=findings,
-        questions=[builtin_question(key, "engine")],
+        questions=[builtin_question(key, "engine") for key in keys],
     )
 
 
@@ -130,11 +131,20 @@ def _diagnosis(facts: Facts, **fields: Any) -> Diagnosis:
     )
 
 
+def _committed_cause(facts: Facts, proposal: Proposal | None) -> str:
+    """What filled the memory, as far as the facts commit to it: while the memory kind is open (asked, or only
+    assumed for a cut traceback), no GPU-side cause is said, whatever change is proposed meanwhile."""
+    d = facts.derived
+    if d.memory_kind is None or (d.memory_kind_source == "assumed" and "memory_kind" not in facts.answers):
+        return "unknown"
+    return _phase_cause(facts) or (proposal.cause if proposal is not None else _evidence_cause(facts))
+
+
 def _phase_cause(facts: Facts) -> str | None:
     """A phase whose frames name what filled the card: the optimizer step (AdamW's update, ``step()``) is the
     optimizer state, whatever the estimate's largest term or the proposed change's own cause."""
     d = facts.derived
-    if d.phase == "optimizer_step" and d.memory_kind != "host":
+    if d.phase == "optimizer_step" and d.memory_kind == "gpu":
         return "optimizer_state"
     return None
 

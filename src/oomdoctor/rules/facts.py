@@ -12,10 +12,13 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import ConfigFacts, DataFacts, GpuFacts, LogFacts, ModelFacts
+
+if TYPE_CHECKING:
+    from oomdoctor.estimate.calibrate import Calibration
 
 _MISSING = object()
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -67,7 +70,9 @@ class Derived:
         "answer / log / schedule (the log narrows it to evaluation or save, the config's eval/save schedule "
         "at that step picks one) / weights_loaded / config / logits_size (a frameless message whose request "
         "is this batch's logits) / log_stop (a log with no error line that stops before the first step, made an "
-        "OOM by an answer) / weights_size (no log, and the weights alone on each card are more than the card) / none",
+        "OOM by an answer) / weights_size (no log, and the weights alone on each card are more than the card) / "
+        "weights_size_any_card (no log, no card size, and the weights alone are more than any card of the "
+        "table, unsharded or over a stated world size) / none",
         "none",
     )
     phase_candidates: tuple[str, ...] = _fact(
@@ -198,7 +203,36 @@ class Derived:
     )
     dominant_cause: str | None = _fact(
         "what the failing step's biggest term is: logits when logits_evidence says so, else the estimate's "
-        "dominant term (logits / activations / weights / optimizer_state); None when neither tells"
+        "dominant term (logits / activations / weights / optimizer_state) when it is the same at every world "
+        "size the run may have (ZeRO shards some terms by it); None when neither tells"
+    )
+    weights_fill_step: bool = _fact(
+        "in a training step, the weights are known to be what fills the card (they loaded and fit, so "
+        "only then are they what to shrink there): their share of the card is at least 30 %, full "
+        "fine-tuning (a gradient and Adam state per parameter), or the failing frame gathers sharded "
+        "parameters (ZeRO-3 all-gather, FSDP unshard); never while ZeRO-3 "
+        "offloads them to the CPU, nor for a request no weight tensor can be (request_is_step_tensor)",
+        False,
+    )
+    request_is_step_tensor: bool = _fact(
+        "it ran out in a forward/backward (first_batch, long_sample) on a request larger than any single "
+        "weight, gradient or Adam tensor of a model can be (8 GiB, an fp32 embedding of 256k x 8192): the "
+        "step's activations or logits (loading and the optimizer step allocate flattened buffers that large)",
+        False,
+    )
+    fixed_cause: str | None = _fact(
+        "what the part of the run that no batch setting shrinks is, where it ran out: optimizer_state when "
+        "every parameter is trained and it ran out in a step (a gradient and Adam's fp32 state per parameter, "
+        "seven times the 16-bit weights), weights otherwise; None while the phase is unknown"
+    )
+    precision_stated: bool = _fact(
+        "the config says how the run computes: it writes bf16, fp16 or pure_bf16, or it is a whole training "
+        "config (model_name_or_path and dataset written), in which LLaMA-Factory runs fp32 without them; "
+        "False for a fragment (a thread's few keys), whose missing precision is unknown, not fp32",
+        False,
+    )
+    reserve_share: float | None = _fact(
+        "the unused reserve (reserved by PyTorch but unallocated) as a share of the card; None when unknown"
     )
 
 
@@ -230,6 +264,15 @@ class Facts:
     def capacity_mib(self) -> float | None:
         """The card's memory (``derived.capacity_mib``)."""
         return self.derived.capacity_mib
+
+    def calibration(self) -> Calibration | None:
+        """The calibration the estimate was made with, to estimate what-ifs of the same setting with it
+        (None when it had none, the usual case: ``estimate/calibrate.py`` is then not imported)."""
+        if self.estimate is None or not self.estimate.calibration:
+            return None
+        from oomdoctor.estimate.calibrate import calibration_of
+
+        return calibration_of(self.estimate)
 
     def get(self, path: str) -> Any:
         """``"config.per_device_train_batch_size"`` -> its value; ``None`` when any part is unknown.

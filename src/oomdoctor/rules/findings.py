@@ -59,6 +59,19 @@ def _no_log(facts: Facts) -> list[Finding]:
         return finding(
             "no_log_weights_exceed", weights=mib_text(est.terms.get("weights")), card=mib_text(d.capacity_mib)
         )
+    if d.phase_source == "weights_size_any_card" and est is not None:
+        from oomdoctor.estimate.cards import largest_card
+
+        card = largest_card()
+        return finding(
+            "no_log_weights_exceed_any_card",
+            weights=mib_text(est.terms.get("weights")),
+            card=card.name,
+            card_mib=mib_text(card.total_mib),
+        )
+    if d.phase_source == "answer":
+        # placed by the user's word: what is still open is which memory ran out, or nothing
+        return finding("no_log_memory_open" if d.memory_kind_source is None else "no_log_answered")
     return finding("no_log")
 
 
@@ -308,12 +321,11 @@ def _fitting_micro_batch(facts: Facts) -> list[Finding]:
     if facts.estimate is None:  # the model's shape did not allow an estimate: nothing to search with
         return []
     from oomdoctor.estimate import accumulation_for, largest_fitting_micro_batch
-    from oomdoctor.estimate.calibrate import calibration_of
     from oomdoctor.estimate.search import FIT_MARGIN
 
     try:
         batch = largest_fitting_micro_batch(config, model, data=facts.data, gpu_total_mib=total,
-                                            calibration=calibration_of(facts.estimate))  # fmt: skip
+                                            calibration=facts.calibration())  # fmt: skip
     except BadInput:  # a model shape too incomplete to estimate with
         return []
     if batch is None or batch >= config.per_device_train_batch_size:
@@ -333,8 +345,8 @@ def _dominant_term(facts: Facts) -> list[Finding]:
     if est is None or est.dominant_term not in est.terms:
         return []
     term = est.dominant_term
-    # the term's name as the user reads it (catalogue: dominant_term_<term>)
-    name = both(f"dominant_term_{term}") if f"dominant_term_{term}" in MESSAGES else Text(en=term, zh=term)
+    # the term's one name, the same in every view (catalogue: shared term_<term>)
+    name = both(f"term_{term}") if f"term_{term}" in MESSAGES else Text(en=term, zh=term)
     return finding("dominant_term", term=name, mib=mib_text(est.terms[term]))
 
 
@@ -388,37 +400,55 @@ def _vision_tokens(facts: Facts) -> list[Finding]:
     return per_language("vision_tokens", fields)
 
 
-def in_effect(config: ConfigFacts) -> list[Text]:
-    """What the config already turns on (gradient checkpointing, precision, quantisation, ZeRO, offload)."""
-    items: list[Text] = []
+def in_effect(config: ConfigFacts) -> list[tuple[frozenset[str], Text]]:
+    """What the config already turns on (gradient checkpointing, precision, quantisation, ZeRO, offload), each
+    item with the fact paths that say it is on: a guard that held on one of them says it already."""
+    items: list[tuple[frozenset[str], Text]] = []
+
+    def add(paths: tuple[str, ...], key: str, **fields: Any) -> None:
+        items.append((frozenset(paths), both(key, **fields)))
+
     if config.gradient_checkpointing:
-        items.append(both("in_gc_default" if config.gradient_checkpointing_by_default else "in_gc"))
+        add(
+            ("config.gradient_checkpointing",),
+            "in_gc_default" if config.gradient_checkpointing_by_default else "in_gc",
+        )
     if config.pure_bf16:
-        items.append(both("in_pure_bf16"))
+        add(("config.pure_bf16",), "in_pure_bf16")
     elif config.bf16:
-        items.append(both("in_bf16"))
+        add(("config.bf16",), "in_bf16")
     elif config.fp16:
-        items.append(both("in_fp16"))
+        add(("config.fp16",), "in_fp16")
     if config.enable_liger_kernel:
-        items.append(both("in_liger"))
+        add(("config.enable_liger_kernel",), "in_liger")
     if config.quantization_bit:
-        items.append(both("in_quant", bits=config.quantization_bit))
+        add(("config.quantization_bit",), "in_quant", bits=config.quantization_bit)
     if config.zero_stage is not None:
-        items.append(both("in_zero", stage=config.zero_stage))
+        add(("config.zero_stage", "derived.zero_stage"), "in_zero", stage=config.zero_stage)
     if config.offload_optimizer:
-        items.append(both("in_offload_optimizer"))
+        add(("config.offload_optimizer",), "in_offload_optimizer")
     if config.offload_param:
-        items.append(both("in_offload_param"))
+        add(("config.offload_param",), "in_offload_param")
     return items
 
 
-def _in_effect(facts: Facts) -> list[Finding]:
-    items = in_effect(facts.config) if facts.config is not None else []
+def _in_effect(facts: Facts, *, said: frozenset[str] = frozenset()) -> list[Finding]:
+    """The finding on what is already on, less the items whose facts ``said`` names."""
+    items = [text for paths, text in in_effect(facts.config) if not paths & said] if facts.config else []
     if not items:
         return []
     return per_language(
         "in_effect", lambda lang: {"items": msg("list_sep", lang).join(i[lang] for i in items)}
     )
+
+
+def without_guarded(findings: list[Finding], facts: Facts, guarded: frozenset[str]) -> list[Finding]:
+    """``findings`` with the in-effect one restated without what a guard that held already says (a guard's
+    reason is each proposal's "Already on": gradient checkpointing named there is not named again here)."""
+    out: list[Finding] = []
+    for item in findings:
+        out += _in_effect(facts, said=guarded) if item.id == "in_effect" else [item]
+    return out
 
 
 FACT_FINDINGS: tuple[Producer, ...] = (

@@ -102,7 +102,6 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
     if facts.estimate is None or facts.model is None or facts.config is None or not changes:
         return None
     from oomdoctor.estimate import estimate, with_changes
-    from oomdoctor.estimate.calibrate import calibration_of
 
     phase = ESTIMATE_PHASE.get(facts.derived.phase)
     before = facts.estimate.phases.get(phase) if phase else None
@@ -117,7 +116,7 @@ def estimate_effect(changes: dict[str, list[Any]], facts: Facts) -> EstimatedEff
             facts.model,
             data=facts.data,
             gpu_total_mib=facts.derived.capacity_mib,
-            calibration=calibration_of(facts.estimate),  # a probe's calibration, when the estimate had one
+            calibration=facts.calibration(),  # a probe's calibration, when the estimate had one
         )
     except Exception as err:  # the estimate is a help, never a reason for the diagnosis to fail
         return EstimatedEffect(before_mib=before, note=both("effect_unavailable", error=str(err)[:200]))

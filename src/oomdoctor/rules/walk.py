@@ -27,6 +27,7 @@ class Walk:
     candidates: list[Candidate] = field(default_factory=list)
     already_on: list[Text] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)  # guards that held, changes not computable
+    guarded: set[str] = field(default_factory=set)  # the fact paths of the guards that held
     undecided: list[LoadedNode] = field(default_factory=list)
 
     @property
@@ -77,6 +78,7 @@ def _visit(loaded: LoadedNode, facts: Facts, walk: Walk, with_effect: bool) -> N
         return
     guard = next((g for g in node.guards if evaluate(g.when, facts) is True), None)
     if guard is not None:
+        walk.guarded.update(path for path, _ in guard.when.fact_paths())
         reason = render(guard.reason, facts, {})
         if reason not in walk.already_on:
             walk.already_on.append(reason)

@@ -656,32 +656,53 @@ def compare_trials(dirs: list[Path] | list[str]) -> Comparison:
     first, first_config = loaded[0]
     warnings: list[ComparisonWarning] = []
     for row, config in loaded[1:]:
-        if first.peak_mib is not None and row.peak_mib is not None:
-            row.delta_peak_mib = round(row.peak_mib - first.peak_mib, 1)
-        if first.wall_s is not None and row.wall_s is not None:
-            row.delta_wall_s = round(row.wall_s - first.wall_s, 2)
-        if first_config is not None and config is not None:
-            review = review_mappings(first_config, config, old=first.name, new=row.name, ignore=TRIAL_KEYS)
-            row.config_changes = review.changes
-            if len(review.things_changed) > 1:
-                fields = ", ".join(review.things_changed)
-                text = both("cmp_trial_many_changes", trial=row.name, first=first.name, fields=fields)
-                warnings.append(ComparisonWarning("many_changes", text))
-        for key, message in _COMPARABILITY:
-            a, b = first.facts.get(key), row.facts.get(key)
-            if key == "dataset_fingerprint" and "unknown" in (a, b):
-                if a != b or a == "unknown":
-                    warnings.append(
-                        ComparisonWarning("unknown_data", both("cmp_unknown_data", trial=row.name))
-                    )
-                continue
-            if a != b:
-                changed = {c.field for c in row.config_changes}
-                if key == "precision" and changed & {"fp16", "bf16", "pure_bf16"}:
-                    continue  # precision is the change under test
-                text = both(message, trial=row.name, first=first.name, a=_value(a), b=_value(b))
-                warnings.append(ComparisonWarning("not_comparable", text))
+        _set_deltas(first, row)
+        warnings += _config_review(first, first_config, row, config)
+        warnings += _comparability_warnings(first, row)
     return Comparison(rows=rows, warnings=warnings)
+
+
+def _set_deltas(first: TrialRow, row: TrialRow) -> None:
+    """The peak and the wall time of ``row`` against the first trial's, where both are known."""
+    if first.peak_mib is not None and row.peak_mib is not None:
+        row.delta_peak_mib = round(row.peak_mib - first.peak_mib, 1)
+    if first.wall_s is not None and row.wall_s is not None:
+        row.delta_wall_s = round(row.wall_s - first.wall_s, 2)
+
+
+def _config_review(
+    first: TrialRow, first_config: dict[str, Any] | None, row: TrialRow, config: dict[str, Any] | None
+) -> list[ComparisonWarning]:
+    """Set ``row``'s config changes against the first trial's config; warn when more than one thing changed
+    (the difference can then not be put down to one of them)."""
+    if first_config is None or config is None:
+        return []
+    review = review_mappings(first_config, config, old=first.name, new=row.name, ignore=TRIAL_KEYS)
+    row.config_changes = review.changes
+    if len(review.things_changed) <= 1:
+        return []
+    fields = ", ".join(review.things_changed)
+    text = both("cmp_trial_many_changes", trial=row.name, first=first.name, fields=fields)
+    return [ComparisonWarning("many_changes", text)]
+
+
+def _comparability_warnings(first: TrialRow, row: TrialRow) -> list[ComparisonWarning]:
+    """What the two trials do not share (model, card, data, ...), except the precision when it is the
+    change under test; unknown data is said once as such."""
+    warnings: list[ComparisonWarning] = []
+    for key, message in _COMPARABILITY:
+        a, b = first.facts.get(key), row.facts.get(key)
+        if key == "dataset_fingerprint" and "unknown" in (a, b):
+            if a != b or a == "unknown":
+                warnings.append(ComparisonWarning("unknown_data", both("cmp_unknown_data", trial=row.name)))
+            continue
+        if a != b:
+            changed = {c.field for c in row.config_changes}
+            if key == "precision" and changed & {"fp16", "bf16", "pure_bf16"}:
+                continue  # precision is the change under test
+            text = both(message, trial=row.name, first=first.name, a=_value(a), b=_value(b))
+            warnings.append(ComparisonWarning("not_comparable", text))
+    return warnings
 
 
 # --- Text helpers ----------------------------------------------------------------------------------------------

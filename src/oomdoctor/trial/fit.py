@@ -286,68 +286,140 @@ def run_fit(
     (default: measured through LLaMA-Factory's template, as a probe measures them). BadInput when ``out_dir``
     exists, the margin is not in [0, 0.9], no budget is known, or nothing fits even at micro-batch 1.
     """
-    from oomdoctor.estimate.calibrate import HOST_CARD, find_calibration
-    from oomdoctor.facts.config import read_config
-    from oomdoctor.facts.gpu import NvmlSource, read_gpu
-    from oomdoctor.trial.runner import DEFAULT_LAUNCHER, run_trial
+    out = _new_out_dir(out_dir, margin)
+    setting = _read_setting(config_path, budget_mib=budget_mib, data=data, source=source)
+    limit = setting.budget_mib * (1 - margin)
+    result = _fit_result(setting, margin, limit)
+    first = _first_candidate(setting, limit, result)
+    run = _probe_runner(launcher, timeout_s, on_line, source, trial_kwargs)
+    prober = _Prober(setting, result, _staging_folder(out), run, on_probe=on_probe, on_tried=on_tried)
+    try:
+        prober.probe_from(first, limit=limit)
+    finally:
+        _finish(out, prober.staging, setting.config_file, setting.config, result)
+    return result
 
+
+@dataclass(frozen=True)
+class _Setting:
+    """What fit works from: the config, the memory budget and the estimate (calibrated when one is stored)."""
+
+    config_file: Path
+    config: ConfigFacts
+    budget_mib: float
+    calibration: Any
+    predict: Predictor
+
+
+def _new_out_dir(out_dir: str | os.PathLike[str], margin: float) -> Path:
+    """The folder to write, which must not exist yet; BadInput too when the margin is not in [0, 0.9]."""
     out = Path(out_dir).expanduser().absolute()
     if out.exists() or out.is_symlink():
         raise BadInput(msg("out_exists", None, path=out))
     if not 0 <= margin <= 0.9:
         raise BadInput(msg("fit_bad_margin", None, value=margin))
+    return out
+
+
+def _read_setting(
+    config_path: str | os.PathLike[str], *, budget_mib: float | None, data: DataFacts | None, source: Any
+) -> _Setting:
+    """Read the config, the model, the card and the lengths (measured when not given), and the calibration
+    stored for this setting on this card."""
+    from oomdoctor.estimate.calibrate import HOST_CARD, find_calibration
+    from oomdoctor.facts.config import read_config
+    from oomdoctor.facts.gpu import NvmlSource, read_gpu
+
     config_file = Path(config_path).expanduser().absolute()
     config = read_config(config_file)
     model = _known_model(config)
     gpu = read_gpu(source if source is not None else NvmlSource())
-    budget_mib = _budget(gpu, budget_mib)
+    budget = _budget(gpu, budget_mib)
     card = gpu.first.name if gpu.first is not None else HOST_CARD
     if data is None:
         data = _measured_lengths(config)
     calibration = find_calibration(config, card)
     predict = Predictor(config, model, data, calibration)
-    limit = budget_mib * (1 - margin)
-    result = FitResult(budget_mib=float(budget_mib), margin=margin, limit_mib=round(limit, 1),
+    return _Setting(config_file=config_file, config=config, budget_mib=budget, calibration=calibration,
+                    predict=predict)  # fmt: skip
+
+
+def _fit_result(setting: _Setting, margin: float, limit: float) -> FitResult:
+    """The result before any probe: the budget, the limit, the effective batch to keep, the calibration."""
+    config, calibration = setting.config, setting.calibration
+    result = FitResult(budget_mib=float(setting.budget_mib), margin=margin, limit_mib=round(limit, 1),
                        effective_batch=config.effective_batch, world_size=max(1, config.world_size),
                        calibrated_by=calibration.trial if calibration is not None else None)  # fmt: skip
     if calibration is None:
         result.notes.append(both("fit_uncalibrated"))
-    first = choose(predict, limit)
+    return result
+
+
+def _first_candidate(setting: _Setting, limit: float, result: FitResult) -> Candidate:
+    """The largest batch the estimate fits under ``limit`` (BadInput when none), noting a larger one that
+    would fit with the effective batch not kept exactly."""
+    first = choose(setting.predict, limit)
     if first is None:
         raise BadInput(
             msg(
                 "fit_nothing_fits",
                 None,
                 limit=units.mib(limit, unit=False),
-                budget=units.mib(budget_mib, unit=False),
+                budget=units.mib(setting.budget_mib, unit=False),
             )
         )
-    extra = nearest_inexact(predict, limit, first)
+    extra = nearest_inexact(setting.predict, limit, first)
     if extra is not None:
-        result.notes.append(both("fit_inexact", **extra, effective_now=config.effective_batch))
+        result.notes.append(both("fit_inexact", **extra, effective_now=setting.config.effective_batch))
+    return first
+
+
+def _staging_folder(out: Path) -> Path:
+    """A hidden folder beside ``out`` where the tries are made before they move under ``out/tried``."""
+    return Path(tempfile.mkdtemp(prefix=f".{out.name}-fit-", dir=out.parent if out.parent.is_dir() else None))
+
+
+def _probe_runner(
+    launcher: str | None,
+    timeout_s: float,
+    on_line: Callable[[str], None] | None,
+    source: Any,
+    trial_kwargs: dict[str, Any] | None,
+) -> Callable[[Path, Path], Any]:
+    """``run(config, folder)``: a one-step probe trial of ``config`` into ``folder``."""
+    from oomdoctor.trial.runner import DEFAULT_LAUNCHER, run_trial
 
     def run(target: Path, folder: Path) -> Any:
         return run_trial(target, steps=1, out_dir=folder, probe=True, timeout_s=timeout_s,
                          launcher=launcher or DEFAULT_LAUNCHER, on_line=on_line, source=source,
                          **(trial_kwargs or {}))  # fmt: skip
 
-    staging = Path(
-        tempfile.mkdtemp(prefix=f".{out.name}-fit-", dir=out.parent if out.parent.is_dir() else None)
-    )
-    candidate: Candidate | None = first
-    seen: set[tuple[int, int, int]] = set()
-    try:
+    return run
+
+
+@dataclass
+class _Prober:
+    """Probes candidates one after another, at most MAX_PROBES and never the same config twice."""
+
+    setting: _Setting
+    result: FitResult
+    staging: Path
+    run: Callable[[Path, Path], Any]
+    on_probe: Callable[[int, Candidate], None] | None = None
+    on_tried: Callable[[Tried], None] | None = None
+
+    def probe_from(self, first: Candidate, *, limit: float) -> None:
+        """Probe ``first``; after an OOM, the next candidate the corrected estimate allows; until one
+        passes."""
+        result, predict = self.result, self.setting.predict
+        candidate: Candidate | None = first
+        seen: set[tuple[int, int, int]] = set()
         while candidate is not None and len(result.tried) < MAX_PROBES:
             key = (candidate.micro_batch, candidate.accumulation, candidate.eval_batch)
             if key in seen:
                 break
             seen.add(key)
-            if on_probe is not None:
-                on_probe(len(result.tried) + 1, candidate)
-            tried = _probe_one(config_file, config, candidate, result, staging, run, len(result.tried) + 1)
-            result.tried.append(tried)
-            if on_tried is not None:
-                on_tried(tried)
+            tried = self.probe(candidate)
             if tried.passed:
                 result.winner = candidate
                 break
@@ -355,11 +427,21 @@ def run_fit(
                 result.notes.append(both("fit_not_memory", outcome=tried.outcome))
                 break  # a smaller batch does not cure a failure that is not about memory
             predict, candidate = _after_oom(
-                predict, candidate, tried, result, limit=limit, budget_mib=budget_mib
+                predict, candidate, tried, result, limit=limit, budget_mib=self.setting.budget_mib
             )
-    finally:
-        _finish(out, staging, config_file, config, result)
-    return result
+
+    def probe(self, candidate: Candidate) -> Tried:
+        """One probe of ``candidate``, told to the callers before and after, and kept in the result."""
+        index = len(self.result.tried) + 1
+        if self.on_probe is not None:
+            self.on_probe(index, candidate)
+        setting = self.setting
+        tried = _probe_one(setting.config_file, setting.config, candidate, self.result, self.staging,
+                           self.run, index)  # fmt: skip
+        self.result.tried.append(tried)
+        if self.on_tried is not None:
+            self.on_tried(tried)
+        return tried
 
 
 def _known_model(config: ConfigFacts) -> ModelFacts:

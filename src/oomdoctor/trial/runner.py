@@ -35,7 +35,7 @@ from typing import Any
 from oomdoctor import inputs
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.gpu import GpuSource, NvmlSource, read_gpu
-from oomdoctor.facts.types import ConfigFacts, GpuFacts
+from oomdoctor.facts.types import ConfigFacts, GpuFacts, LogFacts
 from oomdoctor.i18n import msg
 from oomdoctor.report import units
 from oomdoctor.trial.env import allowed_change_env, shown_env
@@ -300,30 +300,32 @@ class _LogStreamer:
                 chunk = os.read(fd, 65536)
             except OSError:
                 chunk = b""
-            if chunk:
-                buf += chunk
-            while True:
-                cut = min((i for i in (buf.find(b"\n"), buf.find(b"\r")) if i >= 0), default=-1)
-                if cut < 0:
-                    break
-                if buf[cut : cut + 1] == b"\r":
-                    if cut + 1 == len(buf) and chunk:
-                        break  # maybe "\r\n" split across reads: wait for the next byte
-                    if buf[cut + 1 : cut + 2] == b"\n":
-                        self._emit(buf[:cut])
-                        buf = buf[cut + 2 :]
-                        continue
-                    if cut:
-                        self._emit(buf[:cut])  # a progress redraw
-                    buf = buf[cut + 1 :]
-                    continue
-                self._emit(buf[:cut])
-                buf = buf[cut + 1 :]
+            buf = self._emit_lines(buf + chunk, more=bool(chunk))
             if not chunk:
                 break
         if buf.strip(b"\r"):
             self._emit(buf.rstrip(b"\r"))
         self._log.flush()
+
+    def _emit_lines(self, buf: bytes, *, more: bool) -> bytes:
+        """Emit every whole line of ``buf`` (a ``\\r`` redraw is a line too); return what is left of it.
+        ``more``: more output may follow, so a ``\\r`` at the very end may be the first half of ``\\r\\n``."""
+        while True:
+            cut = min((i for i in (buf.find(b"\n"), buf.find(b"\r")) if i >= 0), default=-1)
+            if cut < 0:
+                return buf
+            if buf[cut : cut + 1] == b"\n":
+                self._emit(buf[:cut])
+                buf = buf[cut + 1 :]
+            elif buf[cut + 1 : cut + 2] == b"\n":
+                self._emit(buf[:cut])
+                buf = buf[cut + 2 :]
+            elif cut + 1 == len(buf) and more:
+                return buf  # maybe "\r\n" split across reads: wait for the next byte
+            else:
+                if cut:
+                    self._emit(buf[:cut])  # a progress redraw
+                buf = buf[cut + 1 :]
 
 
 _POLL_BYTES = 16 << 20  # what one poll of trainer_log.jsonl reads at most
@@ -567,92 +569,129 @@ def run_trial(
     plan = _plan_trial(config_path, steps=steps, out_dir=out_dir, launcher=launcher, cwd=cwd,
                        probe=probe, probe_lengths=probe_lengths)  # fmt: skip
     _write_trial_folder(plan)  # nothing is written before every check has passed
-    files, probe_run = plan.files, plan.probe_run
-    if probe_run is not None:
-        on_line = probe_run.line_hook(on_line)
-
+    if plan.probe_run is not None:
+        on_line = plan.probe_run.line_hook(on_line)
     source = NvmlSource() if source is None else source
     gpu = read_gpu(source)
     others = _other_processes(gpu)
     if on_line is not None:
         _announce(on_line, plan.change_env, others)
+    running = _start(plan, _Watchers(source, interval_s, on_sample, on_line, on_progress))
+    ending = _watch(running, timeout_s=timeout_s, stop=stop, grace_s=grace_s)
+    running.report_progress()
+    record = _result_record(plan, running, ending, gpu=gpu, others=others, timeout_s=timeout_s)
+    _write_result(plan.files, record, plan.probe_run, wall_s=ending.wall_s)
+    if ending.interrupted:
+        raise KeyboardInterrupt
+    return TrialResult(folder=plan.folder, record=record, other_gpu_processes=others)
 
-    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    started = time.monotonic()
-    processes = TrialProcesses()  # the marker and cgroup that find what leaves the process group
-    env = {**plan.env, **processes.env}
-    proc = _launch(processes, plan.argv, env=env, cwd=plan.run_dir)
-    streamer = _LogStreamer(proc.stdout, files.log, on_line)
-    streamer.start()
-    sampler = Sampler(source, pid=proc.pid, interval_s=interval_s, csv_path=files.samples,
-                      on_sample=on_sample)  # fmt: skip
-    tree = sampler.tree if sampler.tree is not None else ProcessTreeRss(proc.pid)
-    sampler.start()
-    progress = _ProgressWatcher(files.trainer_log)
-    if probe_run is not None:
-        probe_run.start(started, lambda: [p.pid for p in tree.alive()])
 
-    def report_progress() -> None:
+@dataclass(frozen=True)
+class _Watchers:
+    """Who watches the trial as it runs: the GPU source and its sampling interval, and the callers' hooks."""
+
+    source: GpuSource
+    interval_s: float
+    on_sample: Callable[[SampleSnapshot], None] | None
+    on_line: Callable[[str], None] | None
+    on_progress: Callable[[TrialProgress], None] | None
+
+
+@dataclass
+class _Running:
+    """A launched trial: the command, the copy of its output, the sampler and the progress followed."""
+
+    plan: _TrialPlan
+    watchers: _Watchers
+    processes: TrialProcesses
+    proc: subprocess.Popen[bytes]
+    streamer: _LogStreamer
+    sampler: Sampler
+    tree: ProcessTreeRss
+    progress: _ProgressWatcher
+    started: float  # time.monotonic()
+    started_at: str  # ISO time, UTC
+
+    def report_progress(self) -> None:
+        """Read what trainer_log.jsonl gained; tell the probe, and the caller when a step completed."""
+        progress, probe_run, on_progress = self.progress, self.plan.probe_run, self.watchers.on_progress
         moved = progress.poll()
         if probe_run is not None:
             probe_run.poll(steps_done=progress.steps_done, eval_loss=progress.eval_loss,
-                           checkpoints=files.checkpoints())  # fmt: skip
+                           checkpoints=self.plan.files.checkpoints())  # fmt: skip
         if moved and on_progress is not None:
             on_progress(
                 TrialProgress(
                     progress.steps_done,
                     progress.total_steps,
-                    time.monotonic() - started,
-                    sampler.peak_mib,
+                    time.monotonic() - self.started,
+                    self.sampler.peak_mib,
                     progress.loss,
                     progress.eval_loss,
                 )  # fmt: skip
             )
 
+    def stop_all(self, grace_s: float) -> int:
+        """Stop the process group, the tree, and what left both (the marker, the cgroup); how many ran."""
+        survivors = _stop_everything(self.proc, self.tree, grace_s)
+        return survivors + self.processes.stop_all(grace_s)
+
+    def finish_recording(self) -> None:
+        """Stop sampling and let the log copy take the output's last lines."""
+        self.sampler.stop()
+        self.streamer.join(timeout_s=10)
+
+
+@dataclass(frozen=True)
+class _Ending:
+    """How the trial ended: its wall time, and whether the time limit, ``stop`` or Ctrl+C ended it."""
+
+    wall_s: float
+    timed_out: bool
+    stopped: bool
+    interrupted: bool
+    survivors: int  # processes still running when the stopping began
+
+
+def _start(plan: _TrialPlan, watchers: _Watchers) -> _Running:
+    """Launch the command in its own session, copy its output into train.log, start sampling the memory."""
+    files, probe_run = plan.files, plan.probe_run
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started = time.monotonic()
+    processes = TrialProcesses()  # the marker and cgroup that find what leaves the process group
+    env = {**plan.env, **processes.env}
+    proc = _launch(processes, plan.argv, env=env, cwd=plan.run_dir)
+    streamer = _LogStreamer(proc.stdout, files.log, watchers.on_line)
+    streamer.start()
+    sampler = Sampler(watchers.source, pid=proc.pid, interval_s=watchers.interval_s, csv_path=files.samples,
+                      on_sample=watchers.on_sample)  # fmt: skip
+    tree = sampler.tree if sampler.tree is not None else ProcessTreeRss(proc.pid)
+    sampler.start()
+    progress = _ProgressWatcher(files.trainer_log)
+    if probe_run is not None:
+        probe_run.start(started, lambda: [p.pid for p in tree.alive()])
+    return _Running(plan=plan, watchers=watchers, processes=processes, proc=proc, streamer=streamer,
+                    sampler=sampler, tree=tree, progress=progress, started=started,
+                    started_at=started_at)  # fmt: skip
+
+
+def _watch(running: _Running, *, timeout_s: float, stop: threading.Event | None, grace_s: float) -> _Ending:
+    """Follow the trial until it ends, the time limit, ``stop`` or Ctrl+C; then stop everything it started."""
     timed_out = stopped = interrupted = False
-    survivors = 0
     ended: float | None = None
     try:
-        ended, why = _watch_until_end(proc, sampler=sampler, tree=tree, tick=report_progress,
-                                      started=started, timeout_s=timeout_s, stop=stop)  # fmt: skip
+        ended, why = _watch_until_end(running.proc, sampler=running.sampler, tree=running.tree,
+                                      tick=running.report_progress, started=running.started,
+                                      timeout_s=timeout_s, stop=stop)  # fmt: skip
         timed_out, stopped = why == "timeout", why == "stop"
     except KeyboardInterrupt:
         stopped = interrupted = True
     finally:
-        survivors = _stop_everything(proc, tree, grace_s)
-        survivors += processes.stop_all(grace_s)  # left the group and the tree: the marker, the cgroup
-        wall_s = (ended if ended is not None else time.monotonic()) - started
-        sampler.stop()
-        streamer.join(timeout_s=10)
-
-    report_progress()
-    record = _result_record(
-        folder=plan.folder,
-        config=plan.config,
-        config_file=plan.config_file,
-        trial_config=files.config,
-        source=source,
-        gpu=gpu,
-        proc=proc,
-        sampler=sampler,
-        progress=progress,
-        steps=steps,
-        wall_s=wall_s,
-        timed_out=timed_out,
-        stopped=stopped,
-        survivors=survivors,
-        others=others,
-        argv=plan.argv,
-        env_overrides=plan.env_overrides,
-        run_dir=plan.run_dir,
-        overrides=plan.overrides,
-        started_at=started_at,
-        timeout_s=timeout_s,
-    )
-    _write_result(files, record, probe_run, wall_s=wall_s)
-    if interrupted:
-        raise KeyboardInterrupt
-    return TrialResult(folder=plan.folder, record=record, other_gpu_processes=others)
+        survivors = running.stop_all(grace_s)
+        wall_s = (ended if ended is not None else time.monotonic()) - running.started
+        running.finish_recording()
+    return _Ending(wall_s=wall_s, timed_out=timed_out, stopped=stopped, interrupted=interrupted,
+                   survivors=survivors)  # fmt: skip
 
 
 @dataclass
@@ -661,6 +700,7 @@ class _TrialPlan:
 
     config_file: Path
     config: ConfigFacts
+    steps: int
     change: dict[str, Any]
     change_env: dict[str, str]
     env_overrides: dict[str, str]
@@ -711,9 +751,10 @@ def _plan_trial(
         keys.update(probe_run.plan.changes)
     text, overrides = trial_config_text(config_file, keys)
     argv = [program, *command[1:], str(files.config)]
-    return _TrialPlan(config_file=config_file, config=config, change=change, change_env=change_env,
-                      env_overrides=env_overrides, env=env, run_dir=run_dir, folder=folder, files=files,
-                      argv=argv, text=text, overrides=overrides, probe_run=probe_run)  # fmt: skip
+    return _TrialPlan(config_file=config_file, config=config, steps=steps, change=change,
+                      change_env=change_env, env_overrides=env_overrides, env=env, run_dir=run_dir,
+                      folder=folder, files=files, argv=argv, text=text, overrides=overrides,
+                      probe_run=probe_run)  # fmt: skip
 
 
 def _write_trial_folder(plan: _TrialPlan) -> None:
@@ -792,122 +833,178 @@ def _write_result(files: TrialFolder, record: dict[str, Any], probe_run: Any, *,
 
 
 def _result_record(
+    plan: _TrialPlan,
+    running: _Running,
+    ending: _Ending,
     *,
-    folder: Path,
-    config: ConfigFacts,
-    config_file: Path,
-    trial_config: Path,
-    source: GpuSource,
     gpu: GpuFacts,
-    proc: subprocess.Popen[bytes],
-    sampler: Sampler,
-    progress: _ProgressWatcher,
-    steps: int,
-    wall_s: float,
-    timed_out: bool,
-    stopped: bool,
-    survivors: int,
     others: list[dict[str, Any]],
-    argv: list[str],
-    env_overrides: dict[str, str],
-    run_dir: Path,
-    overrides: dict[str, list[Any]],
-    started_at: str,
     timeout_s: float,
 ) -> dict[str, Any]:
-    from oomdoctor.facts.types import LogFacts
+    """What ``result.json`` holds, part by part (its key order is the folder's contract): how the trial
+    ended, the memory, the OOM, the progress, who else held a GPU, what makes two trials comparable, what ran.
+    """
+    log, log_error = _trial_log(plan.files)
+    exit_code = running.proc.returncode
+    signal_name = _signal_name(exit_code)
+    verdict = _oom_verdict(log, signal_name, ending, plan.files, running.watchers.source)
+    outcome = _outcome(
+        exit_code=exit_code, timed_out=ending.timed_out, stopped=ending.stopped, oom=verdict.oom
+    )
+    record: dict[str, Any] = {
+        **_ending_part(outcome, exit_code, signal_name, ending, timeout_s),
+        **_memory_part(running.sampler),
+        **_oom_part(verdict, log),
+        **_progress_part(plan, running.progress, log),
+        "other_gpu_processes": others,
+        # comparability: two trials compare only when these agree
+        **_comparability_part(plan, gpu),
+        **_command_part(plan, running.started_at),
+    }
+    if log_error:
+        record["log_error"] = log_error
+    if verdict.diagnosis_error:
+        record["diagnosis_error"] = verdict.diagnosis_error
+    return record
 
-    files = TrialFolder(folder)
-    log_path = files.log
-    log_error = None
+
+def _trial_log(files: TrialFolder) -> tuple[LogFacts, str | None]:
+    """The trial's train.log as the log reader sees it, and the reader's error: an empty log (killed at
+    once) is still a result; so is a reader failure."""
     try:
         from oomdoctor.facts.log import read_log
 
-        log = read_log(log_path)
-    except Exception as err:  # an empty log (killed at once) is still a result; so is a reader failure
-        log, log_error = LogFacts(path=str(log_path)), f"{type(err).__name__}: {err}"
+        return read_log(files.log), None
+    except Exception as err:
+        return LogFacts(path=str(files.log)), f"{type(err).__name__}: {err}"
 
-    exit_code = proc.returncode
-    signal_name = None
-    if exit_code is not None and exit_code < 0:
-        with contextlib.suppress(ValueError):
-            signal_name = signal.Signals(-exit_code).name
+
+def _signal_name(exit_code: int | None) -> str | None:
+    """The signal that ended the command (``SIGKILL``), from a negative exit code."""
+    if exit_code is None or exit_code >= 0:
+        return None
+    with contextlib.suppress(ValueError):
+        return signal.Signals(-exit_code).name
+    return None
+
+
+@dataclass(frozen=True)
+class _OomVerdict:
+    """Whether the trial ran out of memory, in which phase, and what filled it (as the rules see it)."""
+
+    oom: bool
+    oom_kind: str | None
+    phase: str | None
+    cause: str | None = None
+    diagnosis_error: str | None = None
+
+
+def _oom_verdict(
+    log: LogFacts, signal_name: str | None, ending: _Ending, files: TrialFolder, source: GpuSource
+) -> _OomVerdict:
+    """The log's OOM, or a SIGKILL we did not send (on a training box, the kernel's OOM killer); an OOM is
+    diagnosed on the trial's own config and log."""
     oom, oom_kind, phase = log.oom, log.oom_kind, log.phase
-    if not oom and signal_name == "SIGKILL" and not (timed_out or stopped):
-        # killed from outside, not by us: on a training box that is the kernel's OOM killer
+    if not oom and signal_name == "SIGKILL" and not (ending.timed_out or ending.stopped):
         oom, oom_kind = True, "killed"
         phase = log.phase if log.phase not in ("none", None) else "unknown"
-    cause = diagnosis_error = None
-    if oom:
-        cause, diagnosis_error = _diagnosed_cause(trial_config, log_path, source)
+    if not oom:
+        return _OomVerdict(oom=oom, oom_kind=oom_kind, phase=phase)
+    cause, diagnosis_error = _diagnosed_cause(files.config, files.log, source)
+    return _OomVerdict(oom=oom, oom_kind=oom_kind, phase=phase, cause=cause, diagnosis_error=diagnosis_error)
 
-    output_dir = files.output_dir
-    train_results = _read_json(output_dir / "train_results.json")
-    eval_results = _read_json(output_dir / "eval_results.json")
-    steps_done = progress.steps_done or log.good_steps or 0
-    eval_loss = progress.eval_loss
-    if eval_loss is None:
-        eval_loss = eval_results.get("eval_loss", log.eval_loss)
-    runtime = train_results.get("train_runtime", log.train_runtime_s)
-    checkpoints = files.checkpoints()
-    peaks = sampler.peaks_mib
-    outcome = _outcome(exit_code=exit_code, timed_out=timed_out, stopped=stopped, oom=oom)
-    record: dict[str, Any] = {
+
+def _ending_part(
+    outcome: str, exit_code: int | None, signal_name: str | None, ending: _Ending, timeout_s: float
+) -> dict[str, Any]:
+    """How the trial ended: its outcome, exit code or signal, wall time, and who ended it."""
+    return {
         "schema": RESULT_SCHEMA,
         "outcome": outcome,
         "ok": outcome == "ok",
         "exit_code": exit_code,
         "signal": signal_name,
-        "wall_s": round(wall_s, 2),
-        "timed_out": timed_out,
+        "wall_s": round(ending.wall_s, 2),
+        "timed_out": ending.timed_out,
         "timeout_s": timeout_s,
-        "stopped": stopped,
-        "survivors_stopped": survivors,
+        "stopped": ending.stopped,
+        "survivors_stopped": ending.survivors,
+    }
+
+
+def _memory_part(sampler: Sampler) -> dict[str, Any]:
+    """The memory peaks the sampler saw, overall and per GPU, and how it measured them."""
+    peaks = sampler.peaks_mib
+    return {
         "peak_memory_mib": round(max(peaks.values()), 1) if peaks else None,
         "peak_memory_mib_per_gpu": {gpu_id: round(v, 1) for gpu_id, v in sorted(peaks.items())},
         "peak_source": sampler.source_kind,
         "samples": sampler.samples_taken,
         "sample_interval_s": sampler.interval_s,
-        "oom": oom,
-        "oom_kind": oom_kind,
-        "phase": phase,
-        "cause": cause,
+    }
+
+
+def _oom_part(verdict: _OomVerdict, log: LogFacts) -> dict[str, Any]:
+    """The OOM: its kind, phase and cause, and the error line, step and request the log gives."""
+    return {
+        "oom": verdict.oom,
+        "oom_kind": verdict.oom_kind,
+        "phase": verdict.phase,
+        "cause": verdict.cause,
         "error_line": log.error_line,
         "oom_step": log.step,
         "requested_mib": log.requested_mib,
-        "steps_requested": steps,
-        "steps_done": steps_done,
+    }
+
+
+def _progress_part(plan: _TrialPlan, progress: _ProgressWatcher, log: LogFacts) -> dict[str, Any]:
+    """How far training got: trainer_log.jsonl first, then the output's result files, then train.log."""
+    output_dir = plan.files.output_dir
+    train_results = _read_json(output_dir / "train_results.json")
+    eval_results = _read_json(output_dir / "eval_results.json")
+    eval_loss = progress.eval_loss
+    if eval_loss is None:
+        eval_loss = eval_results.get("eval_loss", log.eval_loss)
+    return {
+        "steps_requested": plan.steps,
+        "steps_done": progress.steps_done or log.good_steps or 0,
         "total_steps": progress.total_steps or log.total_steps,
-        "train_runtime_s": runtime,
+        "train_runtime_s": train_results.get("train_runtime", log.train_runtime_s),
         "eval_loss": eval_loss,
         "last_loss": progress.loss if progress.loss is not None else log.last_loss,
-        "checkpoints": checkpoints,
+        "checkpoints": plan.files.checkpoints(),
         "warnings": list(log.warnings),
         "alloc_retries": log.alloc_retries,
-        "vram_allocated_gib": progress.vram_allocated_gib
-        if progress.vram_allocated_gib is not None
-        else log.vram_allocated_gib,
-        "vram_reserved_gib": progress.vram_reserved_gib
-        if progress.vram_reserved_gib is not None
-        else log.vram_reserved_gib,
-        "other_gpu_processes": others,
-        # comparability: two trials compare only when these agree
+        "vram_allocated_gib": _first_known(progress.vram_allocated_gib, log.vram_allocated_gib),
+        "vram_reserved_gib": _first_known(progress.vram_reserved_gib, log.vram_reserved_gib),
+    }
+
+
+def _first_known(value: float | None, fallback: float | None) -> float | None:
+    return value if value is not None else fallback
+
+
+def _comparability_part(plan: _TrialPlan, gpu: GpuFacts) -> dict[str, Any]:
+    """What two trials must share to be compared: the model, the precision, the card, the data."""
+    config = plan.config
+    return {
         "model_name_or_path": config.model_name_or_path,
         "precision": config.precision,
         "gpu_name": ", ".join(d.name for d in gpu.devices) if gpu.available else None,
         "gpu_total_mib": gpu.first.total_mib if gpu.first is not None else None,
         "gpu_reason": gpu.reason,
-        "dataset_fingerprint": dataset_fingerprint(config, run_dir),
-        "command": shlex.join(argv),
-        "argv": argv,
-        "env_overrides": env_overrides,
-        "cwd": str(run_dir),
-        "source_config": str(config_file.resolve()),
-        "trial_overrides": overrides,
+        "dataset_fingerprint": dataset_fingerprint(config, plan.run_dir),
+    }
+
+
+def _command_part(plan: _TrialPlan, started_at: str) -> dict[str, Any]:
+    """What ran, where, with which environment and config changes, and when."""
+    return {
+        "command": shlex.join(plan.argv),
+        "argv": plan.argv,
+        "env_overrides": plan.env_overrides,
+        "cwd": str(plan.run_dir),
+        "source_config": str(plan.config_file.resolve()),
+        "trial_overrides": plan.overrides,
         "started_at": started_at,
     }
-    if log_error:
-        record["log_error"] = log_error
-    if diagnosis_error:
-        record["diagnosis_error"] = diagnosis_error
-    return record

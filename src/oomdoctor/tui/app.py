@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import App
-from textual.binding import Binding
 from textual.message import Message
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -27,7 +26,7 @@ from oomdoctor.errors import BadInput
 from oomdoctor.i18n import in_lang
 from oomdoctor.tui import messages
 from oomdoctor.tui.base import DoctorScreen
-from oomdoctor.tui.bindings import localize_bindings
+from oomdoctor.tui.bindings import bind, localize_bindings
 from oomdoctor.tui.screens import ErrorScreen, MainScreen, PickerScreen
 from oomdoctor.tui.session import HistoryEntry, Session, TrialFeed, facts_with_lengths
 from oomdoctor.tui.strings import t
@@ -101,8 +100,8 @@ class OomDoctorApp(App[int]):
     TITLE = "oomdoctor"
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
-        Binding("l", "toggle_lang", "中文", id="lang", tooltip="Switch the interface language"),
-        Binding("q", "quit", "Quit", id="quit", tooltip="Leave oomdoctor"),
+        bind("l", "toggle_lang", id="lang"),
+        bind("q", "quit", id="quit"),
     ]
 
     # Past-tense messages posted by the workers below (the app is their sender).

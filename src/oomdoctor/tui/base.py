@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
 
-from oomdoctor.tui.bindings import localize_bindings
+from oomdoctor.tui.bindings import bind, localize_bindings
 
 if TYPE_CHECKING:
     from oomdoctor.facts.gpu import GpuSource
@@ -73,8 +72,8 @@ class DoctorModal(ModalScreen[object]):
     the terminal) in dialogs without a text field."""
 
     BINDINGS = [
-        Binding("escape", "close", "Close", id="close", tooltip="Close this window", show=False),
-        Binding(BACK_KEYS, "close", "Close", id="close", tooltip="Close this window"),
+        bind("escape", "close", id="close", show=False),
+        bind(BACK_KEYS, "close", id="close"),
     ]
 
     @property

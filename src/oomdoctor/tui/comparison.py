@@ -18,13 +18,13 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from oomdoctor.i18n import MESSAGES, Lang, msg, pick
 from oomdoctor.report import units
 from oomdoctor.tui.base import BACK_KEYS, DoctorScreen
+from oomdoctor.tui.bindings import bind
 from oomdoctor.tui.render import change_summary
 from oomdoctor.tui.strings import t
 
@@ -260,8 +260,8 @@ class ComparisonScreen(DoctorScreen):
     finished in an earlier session counts too)."""
 
     BINDINGS = [
-        Binding(BACK_KEYS, "back", "Back", id="back", tooltip="Go back to the previous screen"),
-        Binding("escape", "back", "Back", id="back", tooltip="Go back to the previous screen", show=False),
+        bind(BACK_KEYS, "back", id="back"),
+        bind("escape", "back", id="back", show=False),
     ]
 
     def compose(self) -> ComposeResult:

@@ -18,7 +18,8 @@ from oomdoctor.tui.strings import TEXTS, t
 
 if TYPE_CHECKING:
     from oomdoctor.diagnosis import Diagnosis, EstimatedEffect, Proposal
-    from oomdoctor.rules.facts import Facts
+    from oomdoctor.facts.types import ConfigFacts, DataFacts
+    from oomdoctor.rules.facts import Derived, Facts
 
 
 # The app's sizes are report.units' with the app's word for an unknown value.
@@ -119,146 +120,180 @@ def facts_rows(
 ) -> list[tuple[str, str]]:
     """(label, value) rows of the facts view: the config as LLaMA-Factory will run it, the GPU, the OOM.
     ``gpu_reason``: why there is no GPU in ``lang``, when the GPU source can say it in one language."""
-    rows: list[tuple[str, str]] = []
-    cfg = facts.config if facts is not None else None
-    if cfg is None:
-        rows.append((t("facts_model", lang), t("facts_no_config", lang)))
-    else:
-        model = cfg.model_name_or_path or t("facts_unknown", lang)
-        params = facts.model.params if facts is not None and facts.model is not None else None
-        if params:
-            model += aside(t("facts_params", lang, params=fmt_count(params, lang)), lang)
-        rows.append((t("facts_model", lang), model))
-
-        if cfg.finetuning_type == "lora" and cfg.quantization_bit:
-            method = t("facts_method_qlora", lang, bits=cfg.quantization_bit)
-        else:
-            method = cfg.finetuning_type
-        if cfg.stage and cfg.stage != "sft":
-            method = listing([method, t("facts_stage", lang, stage=cfg.stage)], lang)
-        rows.append((t("facts_method", lang), method))
-
-        run = facts.derived if facts is not None else None
-        several = run is not None and (run.processes_at_least or 1) > 1
-        # the run's size as assembled: a world size nobody stated shows as its lower bound
-        gpus = (
-            run.world_size
-            if run is not None and run.world_size
-            else f"≥{run.processes_at_least if run else 1}"
-        )
-        effective = run.effective_batch if run is not None and run.effective_batch is not None else "?"
-        rows.append(
-            (
-                t("facts_batch", lang),
-                t(
-                    "facts_batch_value_gpus" if several else "facts_batch_value",
-                    lang,
-                    micro=cfg.per_device_train_batch_size,
-                    accum=cfg.gradient_accumulation_steps,
-                    gpus=gpus,
-                    effective=effective,
-                ),
-            )
-        )
-
-        seq = [t("facts_cutoff", lang, cutoff=cfg.cutoff_len)]
-        data = facts.data if facts is not None else None
-        if data is not None and data.max_tokens:
-            longest = t("facts_longest", lang, tokens=data.max_tokens)
-            if data.source == "tokenized":
-                longest += aside(t("facts_measured", lang), lang)
-            seq.append(longest)
-            if data.p99_tokens:
-                seq.append(t("facts_p99", lang, tokens=data.p99_tokens))
-            if data.truncated:
-                seq.append(t("facts_truncated", lang, count=data.truncated))
-        else:
-            seq.append(t("facts_longest_unknown", lang))
-        if cfg.packing:
-            seq.append(t("facts_packing", lang))
-        rows.append((t("facts_sequence", lang), listing(seq, lang)))
-
-        rows.append((t("facts_precision", lang), cfg.precision))
-        if cfg.gradient_checkpointing:
-            ckpt = (
-                t("facts_on_default", lang) if cfg.gradient_checkpointing_by_default else t("facts_on", lang)
-            )
-        else:
-            ckpt = t("facts_off", lang)
-        rows.append((t("facts_checkpointing", lang), ckpt))
-
-        if cfg.quantization_bit:
-            quant = t(
-                "facts_quant_value",
-                lang,
-                bits=cfg.quantization_bit,
-                qtype=cfg.quantization_type,
-                method=cfg.quantization_method,
-            )
-        else:
-            quant = t("facts_none", lang)
-        rows.append((t("facts_quantization", lang), quant))
-
-        if cfg.deepspeed is None:
-            ds = t("facts_none", lang)
-        elif not cfg.deepspeed_found:
-            ds = t("facts_ds_missing", lang, path=cfg.deepspeed)
-        else:
-            parts = [t("facts_zero", lang, stage=cfg.zero_stage if cfg.zero_stage is not None else "?")]
-            if cfg.offload_optimizer:
-                parts.append(t("facts_offload_optimizer", lang))
-            if cfg.offload_param:
-                parts.append(t("facts_offload_param", lang))
-            ds = listing(parts, lang)
-        rows.append((t("facts_deepspeed", lang), ds))
-
-        if cfg.per_device_eval_batch_size_set:
-            eval_batch = str(cfg.per_device_eval_batch_size)
-        else:
-            eval_batch = t("facts_eval_default", lang, batch=cfg.per_device_eval_batch_size)
-        if not cfg.do_eval:
-            eval_when = t("facts_eval_off", lang)
-        elif cfg.eval_steps:
-            eval_when = t("facts_eval_every", lang, steps=cfg.eval_steps)
-        else:
-            eval_when = t("facts_eval_on", lang)
-        eval_batch = listing([eval_batch, eval_when], lang)
-        rows.append((t("facts_eval", lang), eval_batch))
-
+    rows = config_rows(facts, lang)
     rows.append((t("facts_gpu", lang), gpu_line(facts, lang, reason=gpu_reason)))
-    if diagnosis is None and facts is not None and facts.log is not None:
-        rows.append((t("facts_oom", lang), "…"))  # read, not yet diagnosed: say nothing rather than "no OOM"
-    else:
-        rows.append((t("facts_oom", lang), oom_summary(diagnosis, facts, lang)))
-    if diagnosis is not None and diagnosis.account is not None:  # the OOM message as an account of the card
-        rows.append((t("facts_account", lang), pick(diagnosis.account["line"], lang)))
-
-    est = facts.estimate if facts is not None else None
-    if est is not None:
-        card_mib = est.gpu_total_mib or (facts.capacity_mib if facts is not None else None)
-        value = t(
-            "facts_estimate_value",
-            lang,
-            peak=fmt_mib(est.peak_allocated_mib, lang),
-            band=nvidia_smi_band(est.expected_nvidia_smi_mib, card_mib, lang),
-            term=term_name(est.dominant_term, lang),
-        )
-        ran_out = diagnosis is not None and diagnosis.oom
-        if est.fits is not None:
-            # "fits" under an out-of-memory banner would contradict it: say why the two differ
-            key = (
-                "facts_fits_yet_ran_out"
-                if est.fits and ran_out
-                else "facts_fits"
-                if est.fits
-                else "facts_does_not_fit"
-            )
-            value += aside(t(key, lang), lang)
-        rows.append((t("facts_estimate", lang), value))
-        assumed = estimate_assumption(est, facts, lang)
-        if assumed:
-            rows.append((t("facts_estimate_assumed_label", lang), assumed))
+    rows += oom_rows(facts, diagnosis, lang)
+    rows += estimate_rows(facts, diagnosis, lang)
     return rows
+
+
+def config_rows(facts: Facts | None, lang: Lang) -> list[tuple[str, str]]:
+    """The config's rows, as LLaMA-Factory will run it: one row per setting that shapes the memory."""
+    if facts is None or facts.config is None:
+        return [(t("facts_model", lang), t("facts_no_config", lang))]
+    cfg = facts.config
+    return [
+        (t("facts_model", lang), model_value(facts, lang)),
+        (t("facts_method", lang), method_value(cfg, lang)),
+        (t("facts_batch", lang), batch_value(cfg, facts.derived, lang)),
+        (t("facts_sequence", lang), sequence_value(cfg, facts.data, lang)),
+        (t("facts_precision", lang), cfg.precision),
+        (t("facts_checkpointing", lang), checkpointing_value(cfg, lang)),
+        (t("facts_quantization", lang), quantization_value(cfg, lang)),
+        (t("facts_deepspeed", lang), deepspeed_value(cfg, lang)),
+        (t("facts_eval", lang), eval_value(cfg, lang)),
+    ]
+
+
+def model_value(facts: Facts, lang: Lang) -> str:
+    """The model's name, with its parameter count when the shape is known."""
+    model = (facts.config.model_name_or_path if facts.config else None) or t("facts_unknown", lang)
+    params = facts.model.params if facts.model is not None else None
+    if params:
+        model += aside(t("facts_params", lang, params=fmt_count(params, lang)), lang)
+    return model
+
+
+def method_value(cfg: ConfigFacts, lang: Lang) -> str:
+    """The fine-tuning method (QLoRA named as such), with the stage when it is not plain SFT."""
+    if cfg.finetuning_type == "lora" and cfg.quantization_bit:
+        method = t("facts_method_qlora", lang, bits=cfg.quantization_bit)
+    else:
+        method = cfg.finetuning_type
+    if cfg.stage and cfg.stage != "sft":
+        method = listing([method, t("facts_stage", lang, stage=cfg.stage)], lang)
+    return method
+
+
+def batch_value(cfg: ConfigFacts, run: Derived, lang: Lang) -> str:
+    """Micro batch x accumulation (x GPUs when several processes run) = the effective batch, as assembled:
+    a world size nobody stated shows as its lower bound."""
+    several = (run.processes_at_least or 1) > 1
+    gpus = run.world_size if run.world_size else f"≥{run.processes_at_least}"
+    effective = run.effective_batch if run.effective_batch is not None else "?"
+    return t(
+        "facts_batch_value_gpus" if several else "facts_batch_value",
+        lang,
+        micro=cfg.per_device_train_batch_size,
+        accum=cfg.gradient_accumulation_steps,
+        gpus=gpus,
+        effective=effective,
+    )
+
+
+def sequence_value(cfg: ConfigFacts, data: DataFacts | None, lang: Lang) -> str:
+    """cutoff_len, with the real lengths when they are known (measured or given), and packing."""
+    seq = [t("facts_cutoff", lang, cutoff=cfg.cutoff_len)]
+    if data is not None and data.max_tokens:
+        seq += real_lengths(data, lang)
+    else:
+        seq.append(t("facts_longest_unknown", lang))
+    if cfg.packing:
+        seq.append(t("facts_packing", lang))
+    return listing(seq, lang)
+
+
+def real_lengths(data: DataFacts, lang: Lang) -> list[str]:
+    """The longest sample (marked when measured), its 99th percentile and how many samples are cut."""
+    longest = t("facts_longest", lang, tokens=data.max_tokens)
+    if data.source == "tokenized":
+        longest += aside(t("facts_measured", lang), lang)
+    parts = [longest]
+    if data.p99_tokens:
+        parts.append(t("facts_p99", lang, tokens=data.p99_tokens))
+    if data.truncated:
+        parts.append(t("facts_truncated", lang, count=data.truncated))
+    return parts
+
+
+def checkpointing_value(cfg: ConfigFacts, lang: Lang) -> str:
+    """Gradient checkpointing on (saying when it is LLaMA-Factory's default) or off."""
+    if not cfg.gradient_checkpointing:
+        return t("facts_off", lang)
+    return t("facts_on_default", lang) if cfg.gradient_checkpointing_by_default else t("facts_on", lang)
+
+
+def quantization_value(cfg: ConfigFacts, lang: Lang) -> str:
+    """The quantization's bits, type and method, or none."""
+    if not cfg.quantization_bit:
+        return t("facts_none", lang)
+    return t(
+        "facts_quant_value",
+        lang,
+        bits=cfg.quantization_bit,
+        qtype=cfg.quantization_type,
+        method=cfg.quantization_method,
+    )
+
+
+def deepspeed_value(cfg: ConfigFacts, lang: Lang) -> str:
+    """The DeepSpeed config: none, a file that is not there, or its ZeRO stage and offloads."""
+    if cfg.deepspeed is None:
+        return t("facts_none", lang)
+    if not cfg.deepspeed_found:
+        return t("facts_ds_missing", lang, path=cfg.deepspeed)
+    parts = [t("facts_zero", lang, stage=cfg.zero_stage if cfg.zero_stage is not None else "?")]
+    if cfg.offload_optimizer:
+        parts.append(t("facts_offload_optimizer", lang))
+    if cfg.offload_param:
+        parts.append(t("facts_offload_param", lang))
+    return listing(parts, lang)
+
+
+def eval_value(cfg: ConfigFacts, lang: Lang) -> str:
+    """The eval batch (LLaMA-Factory's default when unset) and when evaluation runs."""
+    if cfg.per_device_eval_batch_size_set:
+        eval_batch = str(cfg.per_device_eval_batch_size)
+    else:
+        eval_batch = t("facts_eval_default", lang, batch=cfg.per_device_eval_batch_size)
+    if not cfg.do_eval:
+        eval_when = t("facts_eval_off", lang)
+    elif cfg.eval_steps:
+        eval_when = t("facts_eval_every", lang, steps=cfg.eval_steps)
+    else:
+        eval_when = t("facts_eval_on", lang)
+    return listing([eval_batch, eval_when], lang)
+
+
+def oom_rows(facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang) -> list[tuple[str, str]]:
+    """The OOM in one line, and the OOM message read as an account of the card when it gives one."""
+    if diagnosis is None and facts is not None and facts.log is not None:
+        rows = [(t("facts_oom", lang), "…")]  # read, not yet diagnosed: say nothing rather than "no OOM"
+    else:
+        rows = [(t("facts_oom", lang), oom_summary(diagnosis, facts, lang))]
+    if diagnosis is not None and diagnosis.account is not None:
+        rows.append((t("facts_account", lang), pick(diagnosis.account["line"], lang)))
+    return rows
+
+
+def estimate_rows(facts: Facts | None, diagnosis: Diagnosis | None, lang: Lang) -> list[tuple[str, str]]:
+    """The estimate's peak, nvidia-smi band and dominant term, whether it fits, and what it assumed."""
+    est = facts.estimate if facts is not None else None
+    if facts is None or est is None:
+        return []
+    card_mib = est.gpu_total_mib or facts.capacity_mib
+    value = t(
+        "facts_estimate_value",
+        lang,
+        peak=fmt_mib(est.peak_allocated_mib, lang),
+        band=nvidia_smi_band(est.expected_nvidia_smi_mib, card_mib, lang),
+        term=term_name(est.dominant_term, lang),
+    )
+    if est.fits is not None:
+        value += aside(t(fits_key(est.fits, diagnosis is not None and diagnosis.oom), lang), lang)
+    rows = [(t("facts_estimate", lang), value)]
+    assumed = estimate_assumption(est, facts, lang)
+    if assumed:
+        rows.append((t("facts_estimate_assumed_label", lang), assumed))
+    return rows
+
+
+def fits_key(fits: bool, ran_out: bool) -> str:
+    """Whether the estimate fits; "fits" under an out-of-memory banner would contradict it: say why the
+    two differ."""
+    if fits:
+        return "facts_fits_yet_ran_out" if ran_out else "facts_fits"
+    return "facts_does_not_fit"
 
 
 def estimate_assumption(est: Any, facts: Facts | None, lang: Lang) -> str | None:

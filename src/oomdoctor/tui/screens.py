@@ -5,6 +5,7 @@ Screens render the session and turn keys into requests to the app; the app runs 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -13,7 +14,6 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import (
@@ -33,6 +33,7 @@ from oomdoctor.discover import display_path
 from oomdoctor.i18n import Lang, pick
 from oomdoctor.tui import messages
 from oomdoctor.tui.base import BACK_KEYS, DoctorModal, DoctorScreen
+from oomdoctor.tui.bindings import bind
 from oomdoctor.tui.render import diff_lines, display_command
 from oomdoctor.tui.session import gpu_reason
 from oomdoctor.tui.strings import t
@@ -68,10 +69,10 @@ class PickerScreen(DoctorScreen):
     """The runs found in the current folder, newest first, and the bundled demo case."""
 
     BINDINGS = [
-        Binding("enter", "open", "Open", id="open", tooltip="Open the selected run"),
-        Binding("d", "demo", "Demo", id="demo", tooltip="Open the bundled demo case"),
-        Binding(BACK_KEYS, "back", "Back", id="back", tooltip="Go back to the previous screen"),
-        Binding("escape", "back", "Back", id="back", tooltip="Go back to the previous screen", show=False),
+        bind("enter", "open", id="open"),
+        bind("d", "demo", id="demo"),
+        bind(BACK_KEYS, "back", id="back"),
+        bind("escape", "back", id="back", show=False),
     ]
 
     @dataclass
@@ -169,35 +170,23 @@ class MainScreen(DoctorScreen):
     """Facts, questions, one proposal at a time, and the session's history, for the run on screen."""
 
     BINDINGS = [
-        Binding("1", "answer(1)", "Answer", id="answer", key_display="1-9", tooltip="Answer with its number"),
-        *[
-            Binding(
-                str(n), f"answer({n})", f"Answer {n}", show=False, id=f"answer_{n}", tooltip=f"Answer {n}"
-            )
-            for n in range(2, MAX_ANSWERS + 1)
-        ],
-        Binding("0", "skip_question", "Skip", id="skip", tooltip="Leave this question unanswered"),
-        Binding("a", "apply", "Apply", id="apply", tooltip="Write this change into a new trial folder"),
-        Binding("n", "next_proposal", "Next", id="next", tooltip="Show the next alternative change"),
-        Binding("N", "previous_proposal", "Previous", id="previous", tooltip="Show the previous change"),
-        Binding("e", "explain", "Explain", id="explain", tooltip="Why this change, in full"),
-        Binding("c", "copy_command", "Copy cmd", id="copy", tooltip="Copy the training command"),
-        Binding("t", "trial", "Trial", id="trial", tooltip="Run a short trial of the new config"),
-        Binding("m", "measure_lengths", "Measure", id="measure", tooltip="Measure the real lengths"),
-        Binding("s", "cancel_measure", "Stop measuring", id="cancel_measure", tooltip="Stop measuring"),
-        Binding(
-            "escape",
-            "cancel_measure",
-            "Stop measuring",
-            id="cancel_measure",
-            tooltip="Stop measuring",
-            show=False,
-        ),
-        Binding("v", "compare", "Compare", id="compare", tooltip="Compare every trial of this run"),
-        Binding("r", "runs", "Runs", id="runs", tooltip="Pick another run in this folder"),
-        Binding("f", "show_tab('facts')", "Facts", show=False, id="tab_facts", tooltip="Facts"),
-        Binding("p", "show_tab('proposal')", "Proposal", show=False, id="tab_proposal", tooltip="Proposal"),
-        Binding("h", "show_tab('history')", "History", show=False, id="tab_history", tooltip="History"),
+        bind("1", "answer(1)", id="answer", key_display="1-9"),
+        *[bind(str(n), f"answer({n})", id=f"answer_{n}", show=False) for n in range(2, MAX_ANSWERS + 1)],
+        bind("0", "skip_question", id="skip"),
+        bind("a", "apply", id="apply"),
+        bind("n", "next_proposal", id="next"),
+        bind("N", "previous_proposal", id="previous"),
+        bind("e", "explain", id="explain"),
+        bind("c", "copy_command", id="copy"),
+        bind("t", "trial", id="trial"),
+        bind("m", "measure_lengths", id="measure"),
+        bind("s", "cancel_measure", id="cancel_measure"),
+        bind("escape", "cancel_measure", id="cancel_measure", show=False),
+        bind("v", "compare", id="compare"),
+        bind("r", "runs", id="runs"),
+        bind("f", "show_tab('facts')", id="tab_facts", show=False),
+        bind("p", "show_tab('proposal')", id="tab_proposal", show=False),
+        bind("h", "show_tab('history')", id="tab_history", show=False),
     ]
 
     def compose(self) -> ComposeResult:
@@ -376,7 +365,7 @@ class ApplyScreen(DoctorModal):
     """Ask for the new folder (a suggestion filled in); refuse one that exists. b and Backspace type
     into the field here: Esc or the Cancel button close it."""
 
-    BINDINGS = [Binding("escape", "close", "Close", id="close", tooltip="Close this window")]
+    BINDINGS = [bind("escape", "close", id="close")]
 
     def __init__(self, suggested: Path, *, already: Path | None = None) -> None:
         super().__init__()
@@ -461,58 +450,9 @@ class ExplainScreen(DoctorModal):
 
     def compose(self) -> ComposeResult:
         lang = self.lang
-        p = self.proposal
-        parts: list[RenderableType] = [
-            Text(t("explain_title", lang), style="bold"),
-            Text(pick(p.title, lang), style="bold cyan"),
-            Text(t("proposal_rule", lang, rule=p.rule), style="dim"),
-            Text(""),
-        ]
-        diff = diff_lines(p, lang)
-        if diff:
-            parts.append(Text(t("proposal_change", lang), style="bold"))
-            parts.append(
-                Text("".join(f"{d.sign} {d.text}\n" for d in diff)),
-            )
-        for key, value in (
-            ("proposal_why", pick(p.why, lang)),
-            ("proposal_cost", pick(p.cost, lang)),
-            ("proposal_judge", pick(p.judge, lang)),
-        ):
-            if value:
-                parts += [Text(t(key, lang), style="bold"), Text(value + "\n")]
-        for key, items in (("proposal_already_on", p.already_on), ("proposal_requires", p.requires)):
-            if items:
-                parts += [
-                    Text(t(key, lang), style="bold"),
-                    Text("".join(f"• {pick(i, lang)}\n" for i in items)),
-                ]
-        if p.files:
-            parts += [
-                Text(t("explain_files", lang), style="bold"),
-                Text("".join(f"• {n}\n" for n in p.files)),
-            ]
-        if p.env:
-            parts += [
-                Text(t("explain_env", lang), style="bold"),
-                Text("".join(f"• {k}={v}\n" for k, v in p.env.items())),
-            ]
-        node_docs, next_titles = rule_docs(p.rule, p.next, lang)
-        if node_docs:
-            parts += [Text(t("explain_docs", lang), style="bold"), Text(node_docs + "\n")]
-        if next_titles:
-            parts += [
-                Text(t("explain_next", lang), style="bold"),
-                Text("".join(f"• {n}\n" for n in next_titles)),
-            ]
-        if self.findings:
-            parts += [
-                Text(t("explain_findings", lang), style="bold"),
-                findings_renderable(self.findings, lang),
-            ]
         with Vertical(id="explain-dialog", classes="dialog"):
             with VerticalScroll(id="explain-body"):
-                yield Static(Group(*parts))
+                yield Static(Group(*explain_parts(self.proposal, self.findings, lang)))
             with Horizontal(classes="dialog-buttons"):
                 yield Button(t("key_close", lang), id="explain-close", variant="primary")
         yield Footer(compact=True)
@@ -522,12 +462,55 @@ class ExplainScreen(DoctorModal):
         self.dismiss(None)
 
 
+def explain_parts(p: Proposal, findings: list[Finding], lang: Lang) -> list[RenderableType]:
+    """Everything Explain shows of a proposal: the title and rule, the diff, the rule's texts, the files and
+    environment it writes, the rule's own documentation and what it tries next, what the readers noticed."""
+    parts: list[RenderableType] = [
+        Text(t("explain_title", lang), style="bold"),
+        Text(pick(p.title, lang), style="bold cyan"),
+        Text(t("proposal_rule", lang, rule=p.rule), style="dim"),
+        Text(""),
+    ]
+    diff = diff_lines(p, lang)
+    if diff:
+        parts += [
+            Text(t("proposal_change", lang), style="bold"),
+            Text("".join(f"{d.sign} {d.text}\n" for d in diff)),
+        ]
+    node_docs, next_titles = rule_docs(p.rule, p.next, lang)
+    sections = [
+        ("proposal_why", _paragraph(pick(p.why, lang))),
+        ("proposal_cost", _paragraph(pick(p.cost, lang))),
+        ("proposal_judge", _paragraph(pick(p.judge, lang))),
+        ("proposal_already_on", _bullets(pick(i, lang) for i in p.already_on)),
+        ("proposal_requires", _bullets(pick(i, lang) for i in p.requires)),
+        ("explain_files", _bullets(p.files)),
+        ("explain_env", _bullets(f"{k}={v}" for k, v in p.env.items())),
+        ("explain_docs", _paragraph(node_docs)),
+        ("explain_next", _bullets(next_titles)),
+    ]
+    for key, body in sections:
+        if body:
+            parts += [Text(t(key, lang), style="bold"), Text(body)]
+    if findings:
+        parts += [Text(t("explain_findings", lang), style="bold"), findings_renderable(findings, lang)]
+    return parts
+
+
+def _paragraph(text: str | None) -> str:
+    return text + "\n" if text else ""
+
+
+def _bullets(items: Iterable[str]) -> str:
+    return "".join(f"• {item}\n" for item in items)
+
+
 class TrialStepsScreen(DoctorModal):
     """Before a trial: how many optimizer steps (the run's schedule gives the default), and the probe
     switch (the longest samples first, so one step meets the worst batch; off: the first steps as they
     come). b and Backspace edit the number here: Esc or Cancel close it."""
 
-    BINDINGS = [Binding("escape", "close", "Close", id="close", tooltip="Close this window")]
+    BINDINGS = [bind("escape", "close", id="close")]
 
     def __init__(self, default_steps: int, *, probe: bool) -> None:
         super().__init__()

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical, VerticalScroll
 from textual.widgets import Footer, Static
 
@@ -19,12 +18,12 @@ from oomdoctor.patch.writer import COMMAND_NAME
 from oomdoctor.report import units
 from oomdoctor.tui import messages
 from oomdoctor.tui.base import BACK_KEYS, DoctorScreen
-from oomdoctor.tui.charts import LINE_COLOURS, MARK_NAMES, MemoryChart
+from oomdoctor.tui.bindings import bind
+from oomdoctor.tui.charts import LINE_COLOURS, MARK_NAMES, USAGE_COLOURS, MemoryChart, Series, UsageChart
 from oomdoctor.tui.comparison import ComparisonView, baseline_row
 from oomdoctor.tui.render import busiest_reading, fmt_gib, trial_outcome_line
 from oomdoctor.tui.screens import CommandScreen
 from oomdoctor.tui.strings import t
-from oomdoctor.tui.widgets import LevelChart
 
 if TYPE_CHECKING:
     from oomdoctor.tui.session import TrialFeed
@@ -45,14 +44,30 @@ def fold_progress_bars(lines: list[str]) -> list[str]:
     return out
 
 
+def usage_series(history: list[Any], gpu: str | None) -> tuple[Series, Series]:
+    """``gpu``'s utilisation and power over the samples, each as (times, values), without the samples
+    where the GPU could not say."""
+    util: Series = ([], [])
+    power: Series = ([], [])
+    for snap in history:
+        reading = next((r for r in snap.readings if r.gpu == gpu), None)
+        if reading is None:
+            continue
+        for (times, values), value in ((util, reading.util_pct), (power, reading.power_w)):
+            if value is not None:
+                times.append(snap.time_s)
+                values.append(value)
+    return util, power
+
+
 class TrialScreen(DoctorScreen):
     BINDINGS = [
-        Binding("s", "stop", "Stop", id="stop", tooltip="Stop the trial"),
-        Binding("d", "rediagnose", "Proposals", id="rediagnose", tooltip="Diagnose the failed trial"),
-        Binding("c", "copy_command", "Command", id="copy", tooltip="Show the training command"),
-        Binding("o", "toggle_log", "Log", id="toggle_log", tooltip="Unfold or fold the trial's log"),
-        Binding(BACK_KEYS, "back", "Back", id="back", tooltip="Back to the proposal"),
-        Binding("escape", "back", "Back", id="back", tooltip="Back to the proposal", show=False),
+        bind("s", "stop", id="stop"),
+        bind("d", "rediagnose", id="rediagnose"),
+        bind("c", "copy_command", id="copy"),
+        bind("o", "toggle_log", id="toggle_log"),
+        bind(BACK_KEYS, "back", id="back"),
+        bind("escape", "back", id="back", show=False),
     ]
 
     def __init__(self, feed: TrialFeed) -> None:
@@ -68,9 +83,8 @@ class TrialScreen(DoctorScreen):
             with Vertical(id="trial-side"):
                 yield Static(id="trial-memory-label")
                 yield Static(id="trial-util-label")
-                yield LevelChart(id="trial-util", classes="small")
                 yield Static(id="trial-power-label")
-                yield LevelChart(id="trial-power", classes="small")
+                yield UsageChart(id="trial-usage")
         yield Static(id="trial-result")
         with ScrollableContainer(id="trial-compare"):
             yield Static(id="trial-compare-table")
@@ -160,19 +174,24 @@ class TrialScreen(DoctorScreen):
                 lines.append(t("trial_memory", lang, used=fmt_gib(reading.memory_used_mib),
                                total=fmt_gib(reading.memory_total_mib)))  # fmt: skip
             label.update(self._legend(lines, last))
-        gpu = reading.gpu if reading is not None else None
-        readings = [next((r for r in s.readings if r.gpu == gpu), None) for s in history]
-        utils = [r.util_pct for r in readings if r is not None and r.util_pct is not None]
-        powers = [r.power_w for r in readings if r is not None and r.power_w is not None]
-        self.query_one("#trial-util", LevelChart).set_values(utils, 100.0)
-        self.query_one("#trial-power", LevelChart).set_values(powers, None)
+        self._draw_usage(history, reading.gpu if reading is not None else None)
+
+    def _draw_usage(self, history: list[Any], gpu: str | None) -> None:
+        """The busiest GPU's utilisation and power: the figures, each a legend line in its colour, and the
+        chart of both under them when the column has the rows for it."""
+        lang = self.lang
+        util, power = usage_series(history, gpu)
+        chart = self.query_one("#trial-usage", UsageChart)
+        chart.set_data(util, power, right_s=max((s.time_s for s in history), default=0.0))
         na = t("value_na", lang)
-        self.query_one("#trial-util-label", Static).update(
-            t("trial_util", lang, util=units.percent(utils[-1] if utils else None, missing=na))
-        )
-        self.query_one("#trial-power-label", Static).update(
-            t("trial_power", lang, power=units.watts(powers[-1] if powers else None, missing=na))
-        )
+        last_util = util[1][-1] if util[1] else None
+        last_power = power[1][-1] if power[1] else None
+        for key, value, figure in (
+            ("util", last_util, t("trial_util", lang, util=units.percent(last_util, missing=na))),
+            ("power", last_power, t("trial_power", lang, power=units.watts(last_power, missing=na))),
+        ):
+            mark = Text("━ ", style=USAGE_COLOURS[key]) if value is not None else Text("")
+            self.query_one(f"#trial-{key}-label", Static).update(mark + Text(figure))
 
     def _legend(self, lines: list[str], last: Any) -> Text:
         """What the chart's lines and marks are, in their colours and the user's language."""

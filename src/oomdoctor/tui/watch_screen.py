@@ -15,7 +15,6 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.message import Message
 from textual.widgets import Footer, Static
@@ -24,6 +23,7 @@ from textual_plotext import PlotextPlot
 from oomdoctor.report import units
 from oomdoctor.tui import messages
 from oomdoctor.tui.base import DoctorScreen
+from oomdoctor.tui.bindings import bind
 from oomdoctor.tui.strings import t
 
 HISTORY_POINTS = 600  # ten minutes at the default rate
@@ -74,8 +74,8 @@ class WatchScreen(DoctorScreen):
     WatchScreen #watch-ended { height: 1fr; overflow-y: auto; }
     """
     BINDINGS = [
-        Binding("d", "diagnose", "Diagnose", id="watch_diagnose", tooltip="Open the diagnosis of the log"),
-        Binding("escape", "back", "Back", id="watch_back", tooltip="Stop watching (the training goes on)"),
+        bind("d", "diagnose", id="watch_diagnose"),
+        bind("escape", "back", id="watch_back"),
     ]
 
     @dataclass

@@ -35,7 +35,8 @@ from oomdoctor.tui.render import (
 from oomdoctor.tui.strings import t
 
 if TYPE_CHECKING:
-    from oomdoctor.diagnosis import Finding, Question
+    from oomdoctor.diagnosis import Finding, Proposal, Question
+    from oomdoctor.text import Text as LocalText
     from oomdoctor.tui.session import HistoryEntry, Session
 
 MAX_ANSWERS = 9  # number keys 1-9
@@ -226,80 +227,102 @@ class ProposalView(VerticalScroll):
         box.mount_all(lines)
 
     def show(self, session: Session, lang: Lang) -> None:
-        body = self.query_one("#proposal-body", Static)
-        applied = self.query_one("#proposal-applied", Static)
-        command = self.query_one("#proposal-command", Static)
-        proposals = session.proposals
         proposal = session.current_proposal
         if proposal is None:
             self.query_one("#proposal-alternatives", Vertical).remove_children()
-            body.update("" if session.diagnosis is None else t("proposal_none", lang))
+            body = "" if session.diagnosis is None else t("proposal_none", lang)
+            self.query_one("#proposal-body", Static).update(body)
+            self._show_applied(session, lang, written=False)
+            return
+        self.query_one("#proposal-body", Static).update(Group(*proposal_parts(session, proposal, lang)))
+        self._show_alternatives(session, lang)
+        self._show_applied(session, lang, written=session.patch_rule == proposal.rule)
+
+    def _show_applied(self, session: Session, lang: Lang, *, written: bool) -> None:
+        """After Apply (``written``: the patch is this proposal's): the folder and the exact command."""
+        applied = self.query_one("#proposal-applied", Static)
+        command = self.query_one("#proposal-command", Static)
+        patch = session.patch
+        if not written or patch is None:
             applied.update("")
             applied.display = False
             command.update("")
             command.display = False
             return
-        parts: list[RenderableType] = []
-        header = Text()
-        header.append(
-            t("proposal_header", lang, index=session.proposal_index + 1, count=len(proposals)), style="dim"
-        )
-        header.append("  ")
-        header.append(t("proposal_rule", lang, rule=proposal.rule), style="dim")
-        parts.append(header)
-        parts.append(Text(pick(proposal.title, lang), style="bold"))
-        parts.append(Text(""))
-        diff = diff_lines(proposal, lang)
-        if diff:
-            parts.append(_heading(t("proposal_change", lang)))
-            diff_text = Text()
-            for line in diff:
-                diff_text.append(f"{line.sign} {line.text}\n", style="red" if line.sign == "-" else "green")
-            parts.append(diff_text)
-        if session.proposal_measures and session.config is not None:
-            parts.append(Text(t("proposal_measure_hint", lang), style="yellow"))
-        elif proposal.manual:
-            parts.append(Text(t("proposal_manual", lang), style="yellow"))
-        elif session.config is None:
-            parts.append(Text(t("proposal_no_config", lang), style="yellow"))
-        for key, value in (
-            ("proposal_why", pick(proposal.why, lang)),
-            ("proposal_cost", pick(proposal.cost, lang)),
-            ("proposal_judge", pick(proposal.judge, lang)),
-        ):
-            if value:
-                parts.append(_heading(t(key, lang)))
-                parts.append(Text(value + "\n"))
-        if proposal.already_on:
-            parts.append(_heading(t("proposal_already_on", lang)))
-            parts.append(Text("".join(f"• {pick(item, lang)}\n" for item in proposal.already_on)))
-        effect = effect_line(proposal.effect, lang)
-        if effect:
-            parts.append(_heading(t("proposal_effect", lang)))
-            parts.append(Text(effect + "\n"))
-        if proposal.requires:
-            parts.append(_heading(t("proposal_requires", lang)))
-            parts.append(Text("".join(f"• {pick(item, lang)}\n" for item in proposal.requires)))
-        body.update(Group(*parts))
-        self._show_alternatives(session, lang)
-        if session.patch is not None and session.patch_rule == proposal.rule:
-            applied.update(
-                Group(
-                    Text(
-                        t("proposal_applied", lang, folder=display_path(session.patch.folder, session.cwd)),
-                        style="bold green",
-                    ),
-                    Text(t("proposal_command", lang, script=command_script_path(session.patch, session.cwd))),
-                )
+        folder = display_path(patch.folder, session.cwd)
+        applied.update(
+            Group(
+                Text(t("proposal_applied", lang, folder=folder), style="bold green"),
+                Text(t("proposal_command", lang, script=command_script_path(patch, session.cwd))),
             )
-            command.update(ShellCommand(display_command(session.patch.command, session.cwd)))
-            command.display = True
-            applied.display = True
-        else:
-            applied.update("")
-            applied.display = False
-            command.update("")
-            command.display = False
+        )
+        command.update(ShellCommand(display_command(patch.command, session.cwd)))
+        command.display = True
+        applied.display = True
+
+
+def proposal_parts(session: Session, proposal: Proposal, lang: Lang) -> list[RenderableType]:
+    """What the proposal view shows of one proposal: its place and rule, the title, the diff, why it can or
+    cannot be applied here, and the explanation."""
+    header = Text()
+    header.append(
+        t("proposal_header", lang, index=session.proposal_index + 1, count=len(session.proposals)),
+        style="dim",
+    )
+    header.append("  ")
+    header.append(t("proposal_rule", lang, rule=proposal.rule), style="dim")
+    parts: list[RenderableType] = [header, Text(pick(proposal.title, lang), style="bold"), Text("")]
+    parts += _diff_parts(proposal, lang)
+    note = _apply_note(session, proposal, lang)
+    if note is not None:
+        parts.append(Text(note, style="yellow"))
+    return parts + _explanation_parts(proposal, lang)
+
+
+def _diff_parts(proposal: Proposal, lang: Lang) -> list[RenderableType]:
+    """The config lines it changes, old in red and new in green."""
+    diff = diff_lines(proposal, lang)
+    if not diff:
+        return []
+    diff_text = Text()
+    for line in diff:
+        diff_text.append(f"{line.sign} {line.text}\n", style="red" if line.sign == "-" else "green")
+    return [_heading(t("proposal_change", lang)), diff_text]
+
+
+def _apply_note(session: Session, proposal: Proposal, lang: Lang) -> str | None:
+    """Why Apply would not write this proposal as it stands: it measures first, it is manual, or no config."""
+    if session.proposal_measures and session.config is not None:
+        return t("proposal_measure_hint", lang)
+    if proposal.manual:
+        return t("proposal_manual", lang)
+    if session.config is None:
+        return t("proposal_no_config", lang)
+    return None
+
+
+def _explanation_parts(proposal: Proposal, lang: Lang) -> list[RenderableType]:
+    """Why this memory, the cost, how to judge it, what is already on, the estimated effect, what it needs."""
+    parts: list[RenderableType] = []
+    for key, value in (
+        ("proposal_why", _paragraph(pick(proposal.why, lang))),
+        ("proposal_cost", _paragraph(pick(proposal.cost, lang))),
+        ("proposal_judge", _paragraph(pick(proposal.judge, lang))),
+        ("proposal_already_on", _bullets(proposal.already_on, lang)),
+        ("proposal_effect", _paragraph(effect_line(proposal.effect, lang))),
+        ("proposal_requires", _bullets(proposal.requires, lang)),
+    ):
+        if value:
+            parts += [_heading(t(key, lang)), Text(value)]
+    return parts
+
+
+def _paragraph(text: str | None) -> str:
+    return text + "\n" if text else ""
+
+
+def _bullets(items: list[LocalText], lang: Lang) -> str:
+    return "".join(f"• {pick(item, lang)}\n" for item in items)
 
 
 def command_script_path(patch: object, cwd: object) -> str:
@@ -421,41 +444,3 @@ def parent_label(parent: str | None, folders: set[str], lang: Lang) -> str:
     if path.is_dir() or str(path) in folders:
         return path.name
     return t("history_from_original", lang)
-
-
-BLOCKS = " ▁▂▃▄▅▆▇█"
-
-
-class LevelChart(Widget):
-    """Bars of recent values against a fixed ceiling (the card's total memory, 100 %, the power limit),
-    newest on the right. A Sparkline scales to its own data; memory must be read against the card."""
-
-    DEFAULT_CSS = """
-    LevelChart { height: 2; }
-    """
-
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(id=id, classes=classes)
-        self.values: list[float] = []
-        self.ceiling: float | None = None
-
-    def set_values(self, values: Iterable[float], ceiling: float | None) -> None:
-        self.values = list(values)
-        self.ceiling = ceiling
-        self.refresh()
-
-    def render(self) -> RenderableType:
-        width, height = self.size.width, max(1, self.size.height)
-        values = self.values[-width:] if width else []
-        top = self.ceiling if self.ceiling else max(values, default=0.0)
-        levels = len(BLOCKS) - 1
-        rows = [[" "] * width for _ in range(height)]
-        offset = width - len(values)
-        for col, value in enumerate(values):
-            fraction = 0.0 if top <= 0 else min(1.0, max(0.0, value / top))
-            eighths = round(fraction * height * levels)
-            for row in range(height):  # row 0 is the bottom
-                filled = min(levels, max(0, eighths - row * levels))
-                rows[height - 1 - row][offset + col] = BLOCKS[filled]
-        text = Text("\n".join("".join(r) for r in rows), style="green" if top else "")
-        return text

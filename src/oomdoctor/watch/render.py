@@ -43,23 +43,35 @@ def has_readings(frame: dict[str, Any]) -> bool:
 def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
     """The frame as text; ``final`` is the Diagnosis once the run has ended."""
     lines = [msg("wr_title", lang, time=frame["time"], config=frame["config"]), ""]
-    if frame["alive"]:
-        lines.append(msg("wr_run", lang, pids=", ".join(map(str, frame["pids"])) or "-", step=_num(frame["step"]),
-                         total=_num(frame["total_steps"]), loss=_num(frame["loss"], 4),
-                         eta=_eta(frame["eta_s"])))  # fmt: skip
-        lines.append(
-            msg("wr_next", lang, eval=_num(frame["next_eval_step"]), save=_num(frame["next_save_step"]))
-        )
-        if frame.get("log_only"):
-            lines.append(
-                msg("wr_log_only", lang, file=frame["log_file"] or "-", age=_num(frame["log_age_s"]))
-            )
-    elif not frame["ended"]:
-        lines.append(msg("wr_waiting", lang))
+    lines += _run_lines(frame, lang)
     lines.append("")
     for pool in frame["pools"]:
         lines += _pool_lines(pool, lang)
     lines.append("")
+    lines += _warning_lines(frame, lang)
+    lines += _end_lines(frame, final, lang)
+    return "\n".join(lines)
+
+
+def _run_lines(frame: dict[str, Any], lang: Lang) -> list[str]:
+    """The run's processes, step, loss and time left, the next eval and save, and whether only its log is
+    followed; or that it has not started yet."""
+    if not frame["alive"]:
+        return [] if frame["ended"] else [msg("wr_waiting", lang)]
+    lines = [
+        msg("wr_run", lang, pids=", ".join(map(str, frame["pids"])) or "-", step=_num(frame["step"]),
+            total=_num(frame["total_steps"]), loss=_num(frame["loss"], 4), eta=_eta(frame["eta_s"])),
+        msg("wr_next", lang, eval=_num(frame["next_eval_step"]), save=_num(frame["next_save_step"])),
+    ]  # fmt: skip
+    if frame.get("log_only"):
+        lines.append(msg("wr_log_only", lang, file=frame["log_file"] or "-", age=_num(frame["log_age_s"])))
+    return lines
+
+
+def _warning_lines(frame: dict[str, Any], lang: Lang) -> list[str]:
+    """The warnings with what to do about each (or that there are none, while the run is alive), and the
+    first warning the run gave."""
+    lines: list[str] = []
     if frame["warnings"]:
         lines.append(msg("wr_warnings", lang))
         for w in frame["warnings"]:
@@ -70,14 +82,15 @@ def render_run_frame(frame: dict[str, Any], final: Any, lang: Lang) -> str:
         first = frame["history"][0]
         lines.append(msg("wr_first", lang, text=first["text"][lang], elapsed=_num(first["time_s"]),
                          step=_num(first["step_seen"])))  # fmt: skip
-    if frame["ended"]:
-        lines += ["", msg("wr_ended", lang), ""]
-        if final is not None:
-            from oomdoctor.report.diagnosis import report
+    return lines
 
-            lines.append(report(final, lang))
-        else:
-            lines.append(str((frame.get("diagnosis") or {}).get("error", "-")))
-    else:
-        lines += ["", msg("watch_hint", lang)]
-    return "\n".join(lines)
+
+def _end_lines(frame: dict[str, Any], final: Any, lang: Lang) -> list[str]:
+    """Once the run has ended, the diagnosis (or why there is none); before, how to stop watching."""
+    if not frame["ended"]:
+        return ["", msg("watch_hint", lang)]
+    if final is None:
+        return ["", msg("wr_ended", lang), "", str((frame.get("diagnosis") or {}).get("error", "-"))]
+    from oomdoctor.report.diagnosis import report
+
+    return ["", msg("wr_ended", lang), "", report(final, lang)]

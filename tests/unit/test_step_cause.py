@@ -1,0 +1,119 @@
+"""What the diagnosis commits to as the cause once the phase is known (rules/derive.py, rules/engine.py): the
+weights only where they are known to fill the card in a step, the estimate's dominant term only where it does
+not hang on an unstated world size, no GPU-side cause while the memory kind is open."""
+
+from __future__ import annotations
+
+from oomdoctor.facts.config import config_from_mapping
+from oomdoctor.facts.log import parse_log_text
+from oomdoctor.facts.model import model_from_name
+from oomdoctor.rules.assemble import facts_of
+from oomdoctor.rules.engine import diagnose
+
+# LLaMA-Factory#7490's config: full fine-tuning of a 1.5B model under ZeRO-3 at 4 x 16384 tokens per card.
+ZERO3_FULL = {
+    "model_name_or_path": "Qwen/Qwen2.5-1.5B-Instruct",
+    "stage": "sft",
+    "finetuning_type": "full",
+    "deepspeed": "examples/deepspeed/ds_z3_config.json",
+    "cutoff_len": 16384,
+    "per_device_train_batch_size": 4,
+    "gradient_accumulation_steps": 1,
+    "bf16": True,
+    "enable_liger_kernel": True,
+}
+ANSWERED = {"phase": "first_batch", "memory_kind": "gpu"}
+
+
+def _facts(fields: dict, **kw):
+    config = config_from_mapping(fields)
+    return facts_of(config=config, model=model_from_name(config.model_name_or_path), **kw)
+
+
+def test_an_unstated_world_size_under_zero3_leaves_the_estimates_largest_term_unsaid() -> None:
+    facts = _facts(ZERO3_FULL, answers=ANSWERED)
+    # at one process the unsharded optimizer state is largest, at eight the activations: not settled
+    assert facts.estimate is not None and facts.estimate.dominant_term == "trainable_state"
+    assert facts.derived.dominant_cause is None
+    assert diagnose(facts).cause == "activations"  # the batch's: what halving the micro-batch targets
+    stated = _facts(ZERO3_FULL, answers=ANSWERED, world_size=8)
+    assert stated.derived.dominant_cause == "activations"
+    alone = _facts(ZERO3_FULL, answers=ANSWERED, world_size=1)
+    assert alone.derived.dominant_cause == "optimizer_state"
+
+
+def test_a_request_no_weight_tensor_can_be_is_the_steps() -> None:
+    log = parse_log_text(
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 25.88 GiB (GPU 4; 7"
+    )
+    config = config_from_mapping(
+        {"finetuning_type": "full", "per_device_train_batch_size": 1, "cutoff_len": 8192}
+    )
+    facts = facts_of(config=config, log=log, answers={"phase": "first_batch"})
+    assert facts.derived.request_is_step_tensor and not facts.derived.weights_fill_step
+    d = diagnose(facts)
+    assert d.cause == "activations" and d.proposal is not None and d.proposal.rule == "fallback.training_step"
+    small = parse_log_text(
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB (GPU 4; 7"
+    )
+    assert facts_of(config=config, log=small, answers={"phase": "first_batch"}).derived.weights_fill_step
+
+
+def test_weights_offloaded_by_zero3_never_fill_a_step() -> None:
+    offloaded = {**ZERO3_FULL, "deepspeed": "examples/deepspeed/ds_z3_offload_config.json"}
+    facts = _facts(offloaded, answers=ANSWERED)
+    assert facts.config.offload_param and not facts.derived.weights_fill_step
+    assert diagnose(facts).cause != "weights"
+
+
+def test_a_lora_step_at_batch_one_is_not_blamed_on_weights_nobody_measured() -> None:
+    config = config_from_mapping({"finetuning_type": "lora", "per_device_train_batch_size": 1, "fp16": True})
+    d = diagnose(facts_of(config=config, answers=ANSWERED))
+    assert d.phase == "first_batch" and d.cause == "activations"
+    assert d.proposal is not None and not d.proposal.rule.startswith("weights.")
+
+
+def test_no_gpu_side_cause_while_the_memory_kind_is_only_assumed() -> None:
+    # a traceback cut before its error line while loading: the GPU is assumed, and asked
+    log = parse_log_text(
+        "Traceback (most recent call last):\n"
+        '  File "/src/llamafactory/model/loader.py", line 152, in load_model\n'
+        "    model = AutoModelForCausalLM.from_pretrained(**init_kwargs)\n"
+        '  File "/site-packages/transformers/modeling_utils.py", line 3531, in from_pretrained\n'
+        "    ) = cls._load_pretrained_model(\n"
+    )
+    config = config_from_mapping(
+        {"finetuning_type": "lora", "model_name_or_path": "Qwen/Qwen2.5-32B-Instruct"}
+    )
+    model = model_from_name(config.model_name_or_path)
+    facts = facts_of(config=config, log=log, model=model, answers={"phase": "load"})
+    assert facts.derived.memory_kind_source == "assumed"
+    d = diagnose(facts)
+    assert d.phase == "load" and d.cause == "unknown" and "memory_kind" in [q.key for q in d.questions]
+    answered = diagnose(facts.with_answers({"memory_kind": "gpu"}))
+    assert answered.cause == "weights"
+    assert diagnose(facts.with_answers({"memory_kind": "host"})).cause == "host_ram"
+
+
+def test_a_huge_request_while_loading_or_in_the_update_is_not_taken_for_the_steps() -> None:
+    # DeepSpeed's initialise flattens every parameter into one buffer; a fused update works on flattened tensors
+    log = parse_log_text(
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 25.88 GiB (GPU 4; 7"
+    )
+    config = config_from_mapping({"finetuning_type": "full", "per_device_train_batch_size": 1})
+    for phase in ("load", "optimizer_step"):
+        facts = facts_of(config=config, log=log, answers={"phase": phase, "memory_kind": "gpu"})
+        assert not facts.derived.request_is_step_tensor
+        assert diagnose(facts).proposal is not None
+    loading = diagnose(facts_of(config=config, log=log, answers={"phase": "load", "memory_kind": "gpu"}))
+    assert "load.full_to_lora" in [loading.proposal.rule, *(a.rule for a in loading.alternatives)]
+
+
+def test_with_no_log_the_finding_says_what_is_still_open_once_the_phase_is_answered() -> None:
+    config = config_from_mapping({"finetuning_type": "lora", "per_device_train_batch_size": 4})
+    ids = [f.id for f in diagnose(facts_of(config=config)).findings]
+    assert "no_log" in ids
+    placed = diagnose(facts_of(config=config, answers={"phase": "eval"}))
+    assert "no_log_memory_open" in [f.id for f in placed.findings] and placed.proposal is None
+    both = diagnose(facts_of(config=config, answers={"phase": "eval", "memory_kind": "gpu"}))
+    assert "no_log_answered" in [f.id for f in both.findings] and both.proposal is not None
