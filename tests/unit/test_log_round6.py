@@ -341,3 +341,28 @@ def test_each_hinted_marker_alternative_carries_its_hint_and_its_examples_pass_t
             assert any(h in literal for h in marker["hint"]), (marker["pattern"], alternative)
         for example in marker.get("examples", []):
             assert t.marker_hints.search(example), example
+
+
+# hiyouga/LlamaFactory#6827: a rank's traceback cut inside training_step, no progress line before it (the title says
+# the OOM came in the middle of training).
+CUT_IN_STEP = """\
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/packages/LLaMA-Factory/src/llamafactory/train/sft/workflow.py", line 101, in run_sft
+[rank0]:     train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+[rank0]:   File "/environments/llamafactory_env/lib64/python3.11/site-packages/transformers/trainer.py", line 2052, in train
+[rank0]:     return inner_training_loop(
+[rank0]:   File "/environments/llamafactory_env/lib64/python3.11/site-packages/transformers/trainer.py", line 2388, in _inner_training_loop
+[rank0]:     tr_loss_step = self.training_step(model, inputs)
+[...]
+"""
+
+
+def test_a_cut_traceback_placed_at_the_first_step_only_by_missing_progress_asks_the_phase_too() -> None:
+    facts = parse_log_text(CUT_IN_STEP)
+    assert facts.traceback_cut and facts.phase == "first_batch" and facts.phase_confidence == "low"
+    asked = [q.key for q in diagnose(facts_of(log=facts)).questions]
+    assert set(asked) == {"memory_kind", "phase"}
+    bar = " 15%|█▍        | 129/882 [40:17<3:41:05, 17.62s/it]\n"
+    placed = parse_log_text(bar + CUT_IN_STEP)
+    assert placed.phase == "long_sample"
+    assert [q.key for q in diagnose(facts_of(log=placed)).questions] == ["memory_kind"]
