@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 from oomdoctor.errors import BadInput
 from oomdoctor.facts import log_window
+from oomdoctor.facts.log_gather import whole_model_gather
 from oomdoctor.facts.log_oom import parse_oom_numbers
 from oomdoctor.facts.log_phase import Frame, decide, text
 from oomdoctor.facts.log_reassemble import reassemble
@@ -407,6 +408,8 @@ def _facts_from(
     f.rank = failure.rank
     f.host = failure.host
     f.frames = [fr.function for fr in res.frames if fr.function]
+    f.whole_model_gather = whole_model_gather(res.frames)
+    f.cpu_compute = res.kind == "cpu_alloc" and res.compute_role in ("forward", "loss")
     f.zero_stage = _zero_stage_of(res.frames, tables()) or f.zero_stage
     f.training_started = fs.training_started
     f.eval_started = fs.eval_started
@@ -465,6 +468,8 @@ def _banner_facts(f: LogFacts, run: Run) -> None:
     f.nonfinite_seen = run.nonfinite_seen
     f.stopped_on_warning = run.snap.context_warned
     f.fsdp_seen = run.fsdp_seen
+    f.host_ram_percent, f.host_ram_used_gib = run.host_ram_percent, run.host_ram_used_gib
+    f.data_parallel, f.data_parallel_gpus = run.data_parallel, run.data_parallel_gpus
     f.warnings = list(run.warnings)
     f.alloc_retries = run.alloc_retries + run.alloc_retries_max
 

@@ -110,7 +110,7 @@ def needle_bytes(needles: Iterable[str]) -> list[bytes]:
 
 def _scanner_needles() -> list[str] | None:
     """Needles for every line the scanner does more with than keep it as context (see LogScanner._segment)."""
-    from oomdoctor.facts import launcher
+    from oomdoctor.facts import launcher, log_data_parallel, log_host_report
     from oomdoctor.facts import log_scan as s
     from oomdoctor.facts.log_tables import tables
 
@@ -122,6 +122,8 @@ def _scanner_needles() -> list[str] | None:
     needles += list(t.load_bars)
     needles += ["'eval_loss'", "'train_runtime'"]  # the dict keys other than the training loss
     needles += list(s.NONFINITE_NEEDLES)
+    needles.append(log_host_report.HINT)  # the host's RAM report (diag6c)
+    needles += list(log_data_parallel.HINTS)  # a DataParallel run (diag6c)
     patterns = [
         s.FILE_LINE.pattern,
         s.IPYTHON_FILE_LINE.pattern,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from oomdoctor.facts.log_oom_loose import fill_loose
 from oomdoctor.lazyre import lazy
 
 _UNIT_MIB = {
@@ -114,6 +115,8 @@ def parse_oom_numbers(text: str) -> OomNumbers:
     n.private_pools_mib = _one(r"with " + _SIZE + r" allocated in private pools", text)
     n.current_active_mib = _one(_SIZE + r" current active", text)
     _read_cut_tail(n, text)
+    if n.requested_mib is None or n.free_mib is None or n.capacity_mib is None:
+        fill_loose(n, text, size_to_mib)  # words mangled (OCR, lost spaces): facts/log_oom_loose.py
     if n.reserved_mib is not None and n.allocated_mib is not None and n.reserved_unallocated_mib is None:
         n.reserved_unallocated_mib = round(max(0.0, n.reserved_mib - n.allocated_mib), 2)
     if n.reserved_mib is None and n.allocated_mib is not None and n.reserved_unallocated_mib is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from oomdoctor.facts.log_gather import whole_model_gather
 from oomdoctor.facts.log_scan import FILE_LINE, FRAGMENT_LINE, Failure, Run, Snapshot, match_frame_line
 from oomdoctor.facts.log_tables import CodeRule, FrameRule, Tables
 from oomdoctor.i18n import both
@@ -51,6 +52,7 @@ class PhaseResult:
     kind: str | None = None  # the failure kind, refined by the library it was raised in
     error_type: str | None = None
     candidates: list[str] = field(default_factory=list)  # phases still possible when phase is "unknown"
+    compute_role: str | None = None  # the role of the innermost compute frame (forward / loss / train ...)
 
 
 def text(key: str, **fields: object) -> Text:
@@ -121,6 +123,20 @@ def step_forward_frames() -> frozenset[str]:
     from oomdoctor.facts.log_tables import MARKERS_FILE
 
     return frozenset(load_data_file(MARKERS_FILE).get("step_forward_frames") or ())
+
+
+def _message_cut(message: str) -> bool:
+    """An OOM message that names its request but stops before the card's account (capacity, free)."""
+    return "Tried to allocate" in message and not ("capacity" in message or " free" in message)
+
+
+@lru_cache(maxsize=1)
+def outer_loop_frames() -> frozenset[str]:
+    """A trainer's outer loop functions, which allocate nothing themselves (log_markers.yaml)."""
+    from oomdoctor.datafiles import load_data_file
+    from oomdoctor.facts.log_tables import MARKERS_FILE
+
+    return frozenset(load_data_file(MARKERS_FILE).get("outer_loop_frames") or ())
 
 
 # "rollout": an RL trainer generating inside its training step (a `generate` below it is not an evaluation).
@@ -206,6 +222,15 @@ def _frame_hits(frames: list[Frame], t: Tables) -> _Hits:
         and frames.index(rollout[0]) < frames.index(hits.context[0])
     ):
         hits.context = None  # the generation below an RL rollout is the rollout, part of the training step
+    elif (
+        rollout is not None
+        and hits.context is not None
+        and hits.context[1].phase == "load"
+        and frames.index(rollout[0]) < frames.index(hits.context[0])
+        and whole_model_gather([rollout[0]]) is not None
+    ):
+        # DeepSpeed's parameter code below a whole-model gather is that gather, not loading
+        hits.context = None
     return hits
 
 
@@ -240,6 +265,7 @@ class _Decision:
             self.ev.append(
                 text("log_ev_sibling_frames", other=failure.adopted_from or "?", own=failure.key or "?")
             )
+        res.compute_role = self.hits.compute[1].role if self.hits.compute is not None else None
         if not self._by_frames() and not self._by_frames_elsewhere() and not self._by_ray_task():
             self._by_marker()
         if failure.cut and not any(f.function for f in self.frames):
@@ -391,6 +417,8 @@ class _Decision:
         roles, compute = self.hits.roles, self.hits.compute
         rollout = roles.get("rollout")
         deciding = roles.get("train") or rollout or roles["loss"]
+        if self._stops_at_the_loop(deciding):
+            return
         if compute is not None and compute[0] is not deciding[0]:
             self._frame_evidence(compute)  # what was allocating
         if (
@@ -401,6 +429,26 @@ class _Decision:
             self._frame_evidence(rollout)  # an RL rollout: what it holds is the likely cause
         self._frame_evidence(deciding)  # why it is training
         self._training(step_frames=True)
+
+    def _stops_at_the_loop(self, deciding: _Hit) -> bool:
+        """A fragment pasted, not a log: the OOM message cut before the card's account (or no error line at all)
+        and a traceback whose innermost frame is the training loop itself (``Trainer.train``), which allocates
+        nothing, so the frames below it were cut too. That no progress line precedes it then says nothing about
+        how far training had come: the phase is unknown (asked), not the first batch."""
+        innermost = next((f for f in reversed(self.frames) if f.function), None)
+        loop = outer_loop_frames()
+        if innermost is None or innermost is not deciding[0] or innermost.function not in loop:
+            return False
+        if innermost.code and any(name not in loop for name in _CALL.findall(innermost.code)):
+            return False  # its running line calls into the step (``self.training_step(...)``): not cut at the loop
+        if self.any_steps or self.snap.training_started or self.snap.context is not None:
+            return False
+        if not (self.failure.cut or _message_cut(self.failure.message)):
+            return False
+        self._set("unknown", "low")
+        self._frame_evidence(deciding)
+        self.ev.append(text("log_ev_stops_at_loop", frame=_label(innermost)))
+        return True
 
     def _compute_frames(self) -> None:
         roles, snap, run = self.hits.roles, self.snap, self.run

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from oomdoctor.facts import launcher
+from oomdoctor.facts import launcher, log_data_parallel, log_host_report
 from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
@@ -79,6 +79,8 @@ def match_frame_line(text: str) -> re.Match[str] | None:
 RICH_BOX = "│"
 _RICH_FRAME = lazy(r"^(?P<path>\S.*?\.pyx?):(?P<line>\d+) in (?P<func>[^\s(]+)$")
 _RICH_HEAD = lazy(r"^\S.*?\.pyx?:(?:\d+ in)?$")
+# the start of a header whose path the box wrapped inside a name: an absolute path with no space and no ".py:"
+_RICH_PATH_PART = lazy(r"^(?:/|~/|[A-Za-z]:\\)[^\s:]*[/\\][^\s:]*$")
 _RICH_RUNNING = lazy(r"^(?:❱|>|→)\s*\d+\s+(?P<code>.*)$")
 _BOX_ONLY = lazy(r"^[\s╭╮╰╯─│┃━┏┓┗┛]+$")
 # A job platform that wraps every line of the process's output as its own log record: one or more
@@ -238,6 +240,10 @@ class Run:
     errors_seen: int = 0
     other_error: str | None = None
     setup_seen: bool = False
+    host_ram_percent: float | None = None  # the last host RAM report's share (facts/log_host_report.py)
+    host_ram_used_gib: float | None = None
+    data_parallel: bool = False  # the run trains on torch.nn.DataParallel (facts/log_data_parallel.py)
+    data_parallel_gpus: int | None = None
     setup_line: str | None = None
     setup_why: Text | None = None
     warnings: list[str] = field(default_factory=list)
@@ -603,11 +609,14 @@ class LogScanner:
         run = self.run
         pending = run.rich_pending.pop(key, None)
         if pending is not None:
-            body = pending + (" " if pending.endswith(" in") else "") + body
+            joined = pending + (" " if pending.endswith(" in") else "") + body
+            # a path cut anywhere ("…/modules/module." + "py:1818 in state_dict") joins only into a header
+            if not _RICH_PATH_PART.match(pending) or _RICH_FRAME.match(joined) or _RICH_HEAD.match(joined):
+                body = joined
         m = _RICH_FRAME.match(body)
         if m:
             return f'  File "{m.group("path")}", line {m.group("line")}, in {m.group("func")}'
-        if _RICH_HEAD.match(body):
+        if _RICH_HEAD.match(body) or _RICH_PATH_PART.match(body):
             run.rich_pending[key] = body
             return None
         m = _RICH_RUNNING.match(body)
@@ -798,7 +807,7 @@ class LogScanner:
             self._card(text)
         if "ZeRO stage" in text or "zero_optimization_stage" in text:
             self._zero_stage(text)
-        if t.marker_any.search(text):
+        if t.marker_any.search(text) or (t.marker_hints is not None and t.marker_hints.search(text)):
             self._context_marker(text)
         elif t.run_start.search(text):
             self._restart_if_failed()
@@ -808,6 +817,27 @@ class LogScanner:
             self._allocator_warning(text)
         if t.step_counter_any is not None and t.step_counter_any.search(text):
             self._step_counter(text)
+        if "CPU Virtual" in text or "n_gpu" in text or "DataParallel" in text or "nn/parallel/" in text:
+            self._run_reports(text)  # log_host_report.HINT / log_data_parallel.HINTS: rare, so one test first
+
+    def _run_reports(self, text: str) -> None:
+        if log_host_report.HINT in text:
+            self._host_ram_report(text)
+        if any(h in text for h in log_data_parallel.HINTS):
+            self._data_parallel(text)
+
+    def _data_parallel(self, text: str) -> None:
+        line = log_data_parallel.data_parallel_line(text)
+        if line is not None:
+            run = self.run
+            run.data_parallel = True
+            by_batch = log_data_parallel.gpus_from_batch(line.batch, run.instantaneous_batch_size)
+            run.data_parallel_gpus = line.gpus or by_batch or run.data_parallel_gpus
+
+    def _host_ram_report(self, text: str) -> None:
+        report = log_host_report.host_ram_report(text)
+        if report is not None:
+            self.run.host_ram_percent, self.run.host_ram_used_gib = report.percent, report.used_gib
 
     def _step_counter(self, text: str) -> None:
         """A trainer's own step line ("Epoch:[1/1](2/19994)", "Step [120/1563]"): read like the train bar,

@@ -91,6 +91,7 @@ class Tables:
     code: tuple[CodeRule, ...]
     markers: tuple[Marker, ...]
     marker_any: re.Pattern[str]
+    marker_hints: re.Pattern[str] | None  # the hints of the markers left out of marker_any
     load_bars: tuple[str, ...]
     train_bar_words: frozenset[str]
     eval_bar_words: frozenset[str]
@@ -123,6 +124,11 @@ def _why(entry: dict[str, Any]) -> Text:
 _NAMED_GROUP = lazy(r"[(][?]P<[A-Za-z_]\w*>")
 
 
+def _literals(words: list[str]) -> re.Pattern[str] | None:
+    """One search for any of these plain substrings (None: none)."""
+    return lazy("|".join(re.escape(w) for w in words)) if words else None
+
+
 def _any_of(patterns: list[str]) -> re.Pattern[str]:
     """One regex that finds a line worth the per-entry regexes (named groups dropped: they repeat)."""
     return lazy("|".join(f"(?:{_NAMED_GROUP.sub('(?:', p)})" for p in patterns))
@@ -145,7 +151,10 @@ def tables() -> Tables:
             for c in raw["code"]
         ),
         markers=_markers(raw),
-        marker_any=_any_of([m["pattern"] for m in raw["markers"]]),
+        # a marker with a `hint` is tried only on lines holding one of its hints (rare lines: kept out of the
+        # combined search every line pays for)
+        marker_any=_any_of([m["pattern"] for m in raw["markers"] if not m.get("hint")]),
+        marker_hints=_literals([h for m in raw["markers"] for h in m.get("hint") or ()]),
         allocator_warnings=tuple(
             AllocatorWarning(lazy(w["pattern"]), w.get("count")) for w in raw["allocator_warnings"]
         ),

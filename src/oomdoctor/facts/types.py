@@ -202,6 +202,19 @@ class LogFacts:
     # that last marker is a warning from the phase's own code (FSDP's state-dict warnings in a save)
     stopped_on_warning: bool = False
     fsdp_seen: bool = False  # a line shows FSDP sharding the run (its state-dict warnings, its class name)
+    # the host's RAM in use at the last report the run printed (DeepSpeed's "CPU Virtual Memory: used = X GB,
+    # percent = Y%"; facts/log_host_report.py)
+    host_ram_percent: float | None = None
+    host_ram_used_gib: float | None = None
+    # the run trains on torch.nn.DataParallel: one process over several GPUs, GPU 0 gathering the outputs
+    # (facts/log_data_parallel.py); the GPUs when a line names them
+    data_parallel: bool = False
+    data_parallel_gpus: int | None = None
+    # the function the failing traceback runs that gathers the whole model onto each card (ZeRO-3's
+    # unwrap_model_for_generation, a weight sync to vLLM; facts/log_gather.py)
+    whole_model_gather: str | None = None
+    # PyTorch's CPU allocator failed inside the model's forward or loss: the run computes on the CPU
+    cpu_compute: bool = False
     vram_allocated_gib: float | None = None  # RECORD_VRAM peak from trainer_log.jsonl
     vram_reserved_gib: float | None = None
     bytes_read: int = 0

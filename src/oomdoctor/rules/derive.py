@@ -16,6 +16,7 @@ from oomdoctor.facts.logits import logits_frame, request_is_logits
 from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
 from oomdoctor.lazyre import lazy
 from oomdoctor.rules.facts import Derived, Facts
+from oomdoctor.rules.host_report import host_full_at_stop
 from oomdoctor.rules.log_stop import log_stop
 from oomdoctor.rules.questions import yes_no
 
@@ -115,9 +116,10 @@ def error_line_missing(facts: Facts) -> bool:
 
 def _oom_confirmed(facts: Facts) -> bool:
     """The cut traceback counts as an OOM where it stopped when its frames place a phase or narrow it (a pasted OOM excerpt
-    cut by the paster), or the user said which memory ran out or where. Frames that place nothing (module
-    entry points, glued tracebacks of several processes) are no evidence of an OOM."""
-    return "memory_kind" in facts.answers or "phase" in facts.answers
+    cut by the paster), or the user said which memory ran out or where, or the run's own report showed the host's
+    RAM full where a silent log stops (rules/host_report.py). Frames that place nothing (module entry points,
+    glued tracebacks of several processes) are no evidence of an OOM."""
+    return "memory_kind" in facts.answers or "phase" in facts.answers or host_full_at_stop(facts)
 
 
 def _phase_by_schedule(facts: Facts) -> str | None:
@@ -243,6 +245,8 @@ def _memory_kind(facts: Facts, phase: str) -> tuple[str | None, str | None]:
             return "gpu", "traceback"
         if phase in ("load", "save"):
             return "gpu", "assumed"
+    if host_full_at_stop(facts):
+        return "host", "log"  # the run's own report: the host's RAM was full where the log stops
     # no log, only the user's word on where it stopped: which memory ran out is asked ("GPU or host memory?")
     # before any GPU-side change is proposed
     return None, None

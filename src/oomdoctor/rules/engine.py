@@ -101,9 +101,12 @@ def _no_error_line(facts: Facts, findings: list[Finding]) -> Diagnosis:
     """A traceback cut before its error line, or a log that stops with no error line at all: neither is
     evidence of an OOM, so nothing is diagnosed; the finding says where it stops, and which memory ran out and
     where are asked, the first tier as always (an answer makes it an OOM: ``log_failed``). A log that stops
-    before the first step has its phase already: there the memory kind alone is asked."""
+    before the first step, or a traceback whose frames place the phase, has its phase already: there the memory
+    kind alone is asked (a placement guessed from missing evidence does not count)."""
     placed = facts.derived.phase if error_line_missing(facts) else "unknown"
-    located = facts.derived.log_stop == "load" or placed != "unknown"
+    # the first step guessed from missing evidence ("no progress line: taken as the first step") is not a place
+    guessed = placed == "first_batch" and facts.log is not None and facts.log.phase_confidence == "low"
+    located = facts.derived.log_stop == "load" or (placed != "unknown" and not guessed)
     keys = ["memory_kind"] if located else ["memory_kind", "phase"]
     return _diagnosis(
         facts,

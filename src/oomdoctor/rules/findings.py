@@ -16,6 +16,7 @@ from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import MESSAGES, Lang, both, msg
 from oomdoctor.rules.derive import error_line_missing, evaluation_only
 from oomdoctor.rules.facts import Facts
+from oomdoctor.rules.host_report import host_full_at_stop
 from oomdoctor.rules.log_stop import log_stop
 from oomdoctor.rules.texts import count_text, mib_text
 from oomdoctor.text import Text
@@ -94,6 +95,15 @@ def _log_stop(facts: Facts) -> list[Finding]:
             lambda lang: {"what": msg(f"phase_{stop.next_kind}", lang), "at": stop.next_step},
         )
     return out
+
+
+def _host_ram_report(facts: Facts) -> list[Finding]:
+    """The run's own report of the host's RAM, full where the log stops (rules/host_report.py)."""
+    log = facts.log
+    if log is None or log.host_ram_percent is None or not host_full_at_stop(facts):
+        return []
+    used = f"{log.host_ram_used_gib:g} GB" if log.host_ram_used_gib is not None else "?"
+    return finding("host_ram_report", "warning", percent=f"{log.host_ram_percent:g}", used=used)
 
 
 def _ranks(facts: Facts) -> list[Finding]:
@@ -246,11 +256,31 @@ def _eval_batch_default(facts: Facts) -> list[Finding]:
     return finding("eval_batch_default", micro=config.per_device_train_batch_size)
 
 
+def _cpu_compute(facts: Facts) -> list[Finding]:
+    """PyTorch's CPU allocator failed in the model's compute: the run trains on the CPU, so its batch lives in
+    host RAM (often by accident: no CUDA device was visible)."""
+    log = facts.log
+    if log is None or not log.cpu_compute:
+        return []
+    return finding("cpu_compute", "warning")
+
+
+def _data_parallel(facts: Facts) -> list[Finding]:
+    """One process over several GPUs (torch.nn.DataParallel, facts/log_data_parallel.py): GPU 0 gathers."""
+    log = facts.log
+    if log is None or not log.data_parallel:
+        return []
+    gpus = log.data_parallel_gpus
+    return finding("data_parallel", "warning", gpus=gpus if gpus is not None else "?")
+
+
 def _multi_gpu_no_deepspeed(facts: Facts) -> list[Finding]:
     d = facts.derived
     processes = _processes_shown(facts)
     if facts.config is None or processes <= 1 or d.sharded_by != "none":
         return []
+    if facts.log is not None and facts.log.data_parallel:
+        return []  # one process, not several: said by _data_parallel
     return finding("multi_gpu_no_deepspeed", "warning", world=processes)
 
 
@@ -425,6 +455,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _inputs,
     _traceback_cut,
     _log_stop,
+    _host_ram_report,
     _ranks,
     _other_error,
     _phase_answer_over_log,
@@ -439,6 +470,8 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _effective_batch,
     _effective_batch_unknown_world,
     _eval_batch_default,
+    _cpu_compute,
+    _data_parallel,
     _multi_gpu_no_deepspeed,
     _cutoff_above_longest,
     _weights_share,

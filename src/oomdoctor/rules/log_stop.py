@@ -33,7 +33,8 @@ TRAINER_LOG_NAME = "trainer_log.jsonl"
 
 @dataclass(frozen=True)
 class LogStop:
-    """Where the log stops: ``where`` load (weights loading or loaded, no training step yet) / train (inside
+    """Where the log stops: ``where`` load (weights loading or loaded, or DeepSpeed initialising, no training
+    step yet) / train (inside
     the training steps) / train_end (every step done, no end-of-training summary yet) / save (its last lines
     are a save's, e.g. the final save after the summary); the last completed
     step and the total; the save or evaluation the config runs next, when it is right after that step."""
@@ -83,8 +84,8 @@ def _where(log: LogFacts) -> str | None:
         if log.total_steps and steps >= log.total_steps:
             return "train_end"
         return "train"
-    if log.loading_shards or log.weights_loaded:
-        return "load"
+    if log.loading_shards or log.weights_loaded or log.stopped_in in ("load", "zero_init"):
+        return "load"  # reading the data or the model, DeepSpeed building its partitions: the set-up
     return None
 
 
