@@ -39,9 +39,13 @@ SEEN = [
 # The capability work raises these.
 # diag6c (issue 8 capabilities from set 6): real_round6_other.yaml right 5, wrong 0, numbers 40/40, fix kind 6/25
 # (after answering: right 14, asked 8, wrong 3); real_round6_lf.yaml unchanged at its floor.
+# Set 6h (20 threads held out of git while diag6a, diag6b and diag6c worked, r6lf 8 + r6oth 12) appended to both
+# files once scored AFTER; the floors are now of each whole file (6 + 6h). 6h BEFORE (eacf59a): lf right 4, asked 3,
+# wrong 1; other right 1, asked 9, wrong 2 (after answering: lf 4/3/1, other 3/6/3). 6h AFTER (62339c4, never shown
+# 6h): lf 4/4/0, other 1/10/1 (after answering: lf 4/4/0, other 4/7/1).
 FLOORS: dict[str, tuple[int, int, int, int]] = {
-    "real_round6_lf.yaml": (7, 0, 6, 6),
-    "real_round6_other.yaml": (5, 0, 40, 6),
+    "real_round6_lf.yaml": (11, 0, 7, 10),
+    "real_round6_other.yaml": (6, 1, 50, 8),
 }
 MIN_CASES = 15
 MIN_NEGATIVE_CONTROLS = 2
