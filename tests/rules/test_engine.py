@@ -913,3 +913,36 @@ def test_every_located_gpu_oom_ends_with_a_proposal(raw: dict[str, Any] | None) 
         )
         assert d.phase == phase and d.proposal is not None, f"{phase}: no proposal"
         assert d.cause != "unknown" or d.proposal.rule.startswith("precision."), (phase, d.proposal.rule)
+
+
+# The shape of huggingface/sentence-transformers#3214: a hyperparameter-search trial runs out in its optimizer
+# step while the earlier trials' models are still on the card.
+_HPO_OPTIMIZER_STEP = """\
+Traceback (most recent call last):
+  File "../src/try.py", line 462, in <module>
+    best_trial = trainer.hyperparameter_search(
+  File "../myenv/lib/python3.11/site-packages/transformers/trainer.py", line 3565, in hyperparameter_search
+    best_run = backend_obj.run(self, n_trials, direction, **kwargs)
+  File "../myenv/lib/python3.11/site-packages/transformers/trainer.py", line 2171, in train
+    return inner_training_loop(
+  File "../myenv/lib/python3.11/site-packages/transformers/trainer.py", line 2584, in _inner_training_loop
+    self.optimizer.step()
+  File "../myenv/lib/python3.11/site-packages/torch/optim/adamw.py", line 220, in step
+    adamw(
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.46 GiB. GPU 0 has a total capacity of 23.64 GiB of which 1.01 GiB is free.
+"""
+
+
+def test_a_rule_naming_its_own_cause_keeps_it_in_the_optimizer_step() -> None:
+    """The optimizer step's cause (its state) yields to a node that names its cause wherever the memory ran out
+    (the search's frames show the earlier trials' models); the same step without them stays the optimizer's."""
+    from oomdoctor.facts.log import parse_log_text
+
+    hpo = diagnose(facts_of(log=parse_log_text(_HPO_OPTIMIZER_STEP)))
+    assert hpo.phase == "optimizer_step" and hpo.proposal is not None
+    assert hpo.proposal.rule == "weights.hpo_trials_keep_models" and hpo.cause == "weights"
+    plain_log = "\n".join(
+        line for line in _HPO_OPTIMIZER_STEP.splitlines() if "hyperparameter_search" not in line
+    )
+    plain = diagnose(facts_of(log=parse_log_text(plain_log)))
+    assert plain.phase == "optimizer_step" and plain.cause == "optimizer_state"

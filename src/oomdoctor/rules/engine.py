@@ -89,7 +89,7 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
         facts,
         oom=True,
         phase=facts.derived.phase,
-        cause=_committed_cause(facts, proposal),
+        cause=_committed_cause(facts, proposal, rules),
         findings=findings,
         proposal=proposal,
         alternatives=proposals[1:],
@@ -134,18 +134,30 @@ def _diagnosis(facts: Facts, **fields: Any) -> Diagnosis:
     )
 
 
-def _committed_cause(facts: Facts, proposal: Proposal | None) -> str:
+def _committed_cause(facts: Facts, proposal: Proposal | None, rules: RuleSet) -> str:
     """What filled the memory, as far as the facts commit to it: while the memory kind is open (asked, or only
     assumed for a cut traceback), no GPU-side cause is said, whatever change is proposed meanwhile."""
     d = facts.derived
     if d.memory_kind is None or (d.memory_kind_source == "assumed" and "memory_kind" not in facts.answers):
         return "unknown"
+    if proposal is not None and _names_its_own_cause(proposal, rules):
+        return proposal.cause
     return _phase_cause(facts) or (proposal.cause if proposal is not None else _evidence_cause(facts))
+
+
+def _names_its_own_cause(proposal: Proposal, rules: RuleSet) -> bool:
+    """A node that names its cause wherever the memory ran out (its ``locates.phase`` holds ``unknown``: its
+    own evidence, e.g. a hyperparameter search's frames or another process on the card, tells the cause, not
+    the phase) and names one: its cause stands in any phase, the optimizer step's included."""
+    loaded = rules.by_id.get(proposal.rule)
+    if loaded is None or proposal.cause == "unknown":
+        return False
+    return "unknown" in loaded.node.locates.phase
 
 
 def _phase_cause(facts: Facts) -> str | None:
     """A phase whose frames name what filled the card: the optimizer step (AdamW's update, ``step()``) is the
-    optimizer state, whatever the estimate's largest term or the proposed change's own cause."""
+    optimizer state, whatever the estimate's largest term or a phase-bound change's own cause."""
     d = facts.derived
     if d.phase == "optimizer_step" and d.memory_kind == "gpu":
         return "optimizer_state"
