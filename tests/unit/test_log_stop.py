@@ -137,3 +137,34 @@ def test_an_output_dir_whose_step_record_reached_its_total_is_a_finished_run(tmp
     (tmp_path / "trainer_log.jsonl").write_text("".join(f"{json.dumps(r)}\n" for r in rows[:2]))
     killed = diagnose(facts_of(config=_config(), log=read_log(tmp_path)))
     assert not killed.oom and [q.key for q in killed.questions] == ["memory_kind", "phase"]
+
+
+# The DeepSpeed launcher's own lines and nothing after them (databrickslabs/dolly#89, a run killed with exit -9).
+DEEPSPEED_LAUNCHER = (
+    "[2023-04-16 04:08:58,713] [WARNING] [runner.py:186:fetch_hostfile] Unable to find hostfile, will proceed "
+    "with training with local resources only.\n"
+    "[2023-04-16 04:08:59,241] [INFO] [runner.py:548:main] cmd = /opt/conda/bin/python3.9 -u -m "
+    "deepspeed.launcher.launch --world_info=eyJsb2NhbGhvc3QiOiBbMF19 --master_addr=127.0.0.1 "
+    "--master_port=29500 --module --enable_each_rank_log=None training.trainer\n"
+    "[2023-04-16 04:09:01,142] [INFO] [launch.py:135:main] 0 NCCL_VERSION=2.14.3\n"
+    "[2023-04-16 04:09:01,142] [INFO] [launch.py:142:main] WORLD INFO DICT: {'localhost': [0]}\n"
+    "[2023-04-16 04:09:01,142] [INFO] [launch.py:148:main] nnodes=1, num_local_procs=1, node_rank=0\n"
+)
+
+
+def test_a_log_that_stops_after_the_launcher_started_the_run_is_a_stop_in_the_set_up() -> None:
+    """The launcher started the processes and the log ends there: killed in the set-up (asked which memory),
+    never "no OOM"; its lines give no phase to an OOM that follows them."""
+    log = parse_log_text(DEEPSPEED_LAUNCHER)
+    assert log.launched and log.stopped_in is None
+    facts = facts_of(config=_config(finetuning_type="full"), log=log)
+    first = diagnose(facts)
+    assert not first.oom and "log_stops_load" in [f.id for f in first.findings]
+    assert [q.key for q in first.questions] == ["memory_kind"]
+    answered = diagnose(facts.with_answers({"memory_kind": "host"}))
+    assert answered.oom and answered.phase == "load" and answered.cause == "host_ram"
+    bare_oom = DEEPSPEED_LAUNCHER + (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "15.75 GiB of which 1.10 GiB is free.\n"
+    )
+    assert parse_log_text(bare_oom).phase == "unknown"

@@ -240,6 +240,7 @@ class Run:
     errors_seen: int = 0
     other_error: str | None = None
     setup_seen: bool = False
+    launched: bool = False  # a launcher's own line: it started the run's processes (marker ``launch``)
     host_ram_percent: float | None = None  # the last host RAM report's share (facts/log_host_report.py)
     host_ram_used_gib: float | None = None
     data_parallel: bool = False  # the run trains on torch.nn.DataParallel (facts/log_data_parallel.py)
@@ -874,6 +875,9 @@ class LogScanner:
                 continue
             if marker.sharding == "fsdp":
                 run.fsdp_seen = True
+            if marker.launch:
+                run.launched = True
+                continue
             if marker.context is None and not marker.setup:
                 continue  # it only shows what shards the run
             if marker.setup:

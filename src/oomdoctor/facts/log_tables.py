@@ -69,6 +69,8 @@ class Marker:
     # a load that happens inside a training step (an RL trainer's generator waking up for its rollout): the
     # steps already completed do not contradict it
     in_step: bool = False
+    # the line is a launcher's own (it started the run's processes): the run is under way, nothing loaded yet
+    launch: bool = False
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,7 @@ def _markers(raw: dict[str, Any]) -> tuple[Marker, ...]:
             warns=bool(m.get("warns", False)),
             sharding=m.get("sharding"),
             in_step=bool(m.get("in_step", False)),
+            launch=bool(m.get("launch", False)),
         )
         for m in raw["markers"]
     )

@@ -202,6 +202,7 @@ class LogFacts:
     # that last marker is a warning from the phase's own code (FSDP's state-dict warnings in a save)
     stopped_on_warning: bool = False
     fsdp_seen: bool = False  # a line shows FSDP sharding the run (its state-dict warnings, its class name)
+    launched: bool = False  # a launcher's own line (DeepSpeed's runner / launch.py): the run was started
     # the host's RAM in use at the last report the run printed (DeepSpeed's "CPU Virtual Memory: used = X GB,
     # percent = Y%"; facts/log_host_report.py)
     host_ram_percent: float | None = None

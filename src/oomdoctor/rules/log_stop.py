@@ -84,8 +84,8 @@ def _where(log: LogFacts) -> str | None:
         if log.total_steps and steps >= log.total_steps:
             return "train_end"
         return "train"
-    if log.loading_shards or log.weights_loaded or log.stopped_in in ("load", "zero_init"):
-        return "load"  # reading the data or the model, DeepSpeed building its partitions: the set-up
+    if log.loading_shards or log.weights_loaded or log.stopped_in in ("load", "zero_init") or log.launched:
+        return "load"  # started by its launcher, reading the data or the model, DeepSpeed building its partitions
     return None
 
 
