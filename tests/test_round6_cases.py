@@ -43,9 +43,11 @@ SEEN = [
 # files once scored AFTER; the floors are now of each whole file (6 + 6h). 6h BEFORE (eacf59a): lf right 4, asked 3,
 # wrong 1; other right 1, asked 9, wrong 2 (after answering: lf 4/3/1, other 3/6/3). 6h AFTER (62339c4, never shown
 # 6h): lf 4/4/0, other 1/10/1 (after answering: lf 4/4/0, other 4/7/1).
+# fix7: a log that stops after the DeepSpeed launcher's lines is a stop in the set-up (dolly-89 wrong -> asked):
+# real_round6_other.yaml 6/31/0 (after answering: right 18, asked 17, wrong 2).
 FLOORS: dict[str, tuple[int, int, int, int]] = {
     "real_round6_lf.yaml": (11, 0, 7, 10),
-    "real_round6_other.yaml": (6, 1, 50, 8),
+    "real_round6_other.yaml": (6, 0, 50, 8),
 }
 MIN_CASES = 15
 MIN_NEGATIVE_CONTROLS = 2
