@@ -152,8 +152,9 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
     ),
     # Without a log the tool cannot know the eight processes; for LoRA weights that do not load, 4-bit base
     # weights are the maintainers' FAQ remedy next to ZeRO-3 (what this thread's maintainer advised).
+    # The thread is a first LoRA run that does not start, not a resume ("resumed" is asked: no log, no model).
     "lf-2379-mixtral-8x7b-8xa800-lora": (
-        {"phase": "load", "memory_kind": "gpu", "run_kind": "train", "card_bf16": "yes"},
+        {"phase": "load", "memory_kind": "gpu", "run_kind": "train", "card_bf16": "yes", "resumed": "no"},
         {"weights.zero3_shard", "weights.zero3_offload_params", "weights.qlora_4bit"},
     ),
     "tallrec-15-evaluate-generate-3090": ({"memory_kind": "gpu", "card_bf16": "yes"}, _EVAL),

@@ -912,7 +912,13 @@ def test_every_located_gpu_oom_ends_with_a_proposal(raw: dict[str, Any] | None) 
             facts_of(config=config, answers={"phase": phase, "memory_kind": "gpu", "card_bf16": "yes"})
         )
         assert d.phase == phase and d.proposal is not None, f"{phase}: no proposal"
-        assert d.cause != "unknown" or d.proposal.rule.startswith("precision."), (phase, d.proposal.rule)
+        # no cause is said only for a precision change, or while a node's own question could name another
+        # (with no log and no model, whether a load was a resume restoring the optimizer state)
+        asked = [q.key for q in d.questions]
+        assert d.cause != "unknown" or d.proposal.rule.startswith("precision.") or asked, (
+            phase,
+            d.proposal.rule,
+        )
 
 
 # The shape of huggingface/sentence-transformers#3214: a hyperparameter-search trial runs out in its optimizer

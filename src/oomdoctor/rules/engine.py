@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oomdoctor.diagnosis import Diagnosis, Finding, Proposal
+from oomdoctor.diagnosis import Diagnosis, Finding, Proposal, Question
 from oomdoctor.facts.account import account_json, account_of
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import both
@@ -22,8 +22,8 @@ from oomdoctor.rules.derive import error_line_missing
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.findings import fact_findings, without_guarded
 from oomdoctor.rules.loader import RuleSet, load_rules
-from oomdoctor.rules.proposals import ESTIMATE_PHASE
-from oomdoctor.rules.questions import builtin_question
+from oomdoctor.rules.proposals import ESTIMATE_PHASE, cause_of
+from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question
 from oomdoctor.rules.walk import Walk, walk_rules
 
 __all__ = [
@@ -85,16 +85,40 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
     for p in proposals:
         p.already_on = list(walk.already_on)
     proposal = proposals[0] if proposals else None
+    questions = choose_questions(facts, rules, walk)
+    cause = _committed_cause(facts, proposal, rules)
+    if cause != "unknown" and _an_answer_names_another_cause(facts, rules, questions, cause):
+        cause = "unknown"  # asked: some answer to a node's own question puts another cause first
     return _diagnosis(
         facts,
         oom=True,
         phase=facts.derived.phase,
-        cause=_committed_cause(facts, proposal, rules),
+        cause=cause,
         findings=findings,
         proposal=proposal,
         alternatives=proposals[1:],
-        questions=choose_questions(facts, rules, walk),
+        questions=questions,
     )
+
+
+def _an_answer_names_another_cause(
+    facts: Facts, rules: RuleSet, questions: list[Question], cause: str
+) -> bool:
+    """Some answer to a node's own open question (``process_owner``, ``run_kind``...) makes a node that names
+    another cause than ``cause`` the proposal. The built-in questions are left out: an open memory kind or
+    phase leaves the cause open already, and a card fact only picks the change."""
+    current = walk_rules(facts, rules, with_effect=False).top
+    for question in questions:
+        if question.key in BUILTIN_QUESTIONS:
+            continue
+        for value in rules.questions[question.key].allowed:
+            answered = facts.with_answers({question.key: value})
+            top = walk_rules(answered, rules, with_effect=False).top
+            if top in (None, current):
+                continue
+            if cause_of(rules.by_id[top].node, answered) not in (cause, "unknown"):
+                return True
+    return False
 
 
 def _no_error_line(facts: Facts, findings: list[Finding]) -> Diagnosis:

@@ -73,7 +73,8 @@ def _template(name: str) -> dict[str, Any]:
         raise BadInput(msg("template_missing", None, path=path, detail=err)) from None
 
 
-def _cause_of(node: RuleNode, facts: Facts) -> str:
+def cause_of(node: RuleNode, facts: Facts) -> str:
+    """The cause a node names with these facts (a fixed one, or the one a fact maps to)."""
     cause = node.locates.cause
     if isinstance(cause, str):
         return cause
@@ -159,7 +160,7 @@ def build_proposal(
         why=render(node.why, facts, changes),
         cost=render(node.cost, facts, changes),
         judge=render(node.judge, facts, changes),
-        cause=_cause_of(node, facts),
+        cause=cause_of(node, facts),
         env=dict(node.env),
         files=files,
         requires=_requirements(node),
