@@ -89,3 +89,30 @@ def test_a_frameless_message_the_size_of_this_batchs_logits_is_the_training_step
         facts_of(config=config, log=parse_log_text(message.replace("3.90", "1.20")), model=model)
     )
     assert other.phase == "unknown"
+
+
+# PrimeIntellect-ai/verifiers#661: an RL trainer's step asks for 37 GiB of a 95 GiB card; no model shape is given.
+RL_STEP_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 36.98 GiB. GPU 0 has a total capacity of "
+    "95.00 GiB of which 35.86 GiB is free. Including non-PyTorch memory, this process has 59.13 GiB memory in "
+    "use. Of the allocated memory 56.35 GiB is allocated by PyTorch, and 99.55 MiB is reserved by PyTorch but "
+    "unallocated.\n"
+)
+
+
+def test_a_third_of_the_card_in_one_request_of_a_log_prob_trainer_is_its_logits() -> None:
+    """No vocabulary to size the logits by: in a PPO/DPO/KTO step one request of a third of the card is the
+    full-vocabulary logits; the same request in plain SFT, or a small one, says nothing."""
+    from oomdoctor.facts.config import config_from_mapping
+    from oomdoctor.facts.logits import request_is_logprob_logits
+    from oomdoctor.rules.assemble import facts_of
+    from oomdoctor.rules.engine import diagnose
+
+    log = parse_log_text(RL_STEP_OOM)
+    answers = {"phase": "long_sample"}
+    rl = diagnose(facts_of(config=config_from_mapping({"stage": "ppo"}), log=log, answers=answers))
+    assert rl.phase == "long_sample" and rl.cause == "logits"
+    sft = diagnose(facts_of(config=config_from_mapping({"stage": "sft"}), log=log, answers=answers))
+    assert sft.cause == "activations"
+    assert not request_is_logprob_logits(8 * 1024, 95 * 1024, None, "dpo")  # a twelfth of the card
+    assert not request_is_logprob_logits(37 * 1024, 95 * 1024, QWEN_VOCAB, "ppo")  # the vocabulary sizes it

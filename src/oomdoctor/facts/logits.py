@@ -38,6 +38,24 @@ def logits_mib(batch: int, length: int, vocab: int, bytes_per: int) -> float:
     return batch * length * vocab * bytes_per / 1024**2
 
 
+# Trainers that score every sampled or paired token by its log-probability over the whole vocabulary (the policy's
+# and the reference's: PPO/GRPO, DPO/KTO): in their step a single request this share of the card is those logits.
+LOGPROB_STAGES = frozenset({"ppo", "dpo", "kto"})
+LOGPROB_REQUEST_SHARE = 1 / 3
+
+
+def request_is_logprob_logits(
+    requested_mib: float | None, capacity_mib: float | None, vocab: int | None, stage: str | None
+) -> bool:
+    """With no vocabulary to size the logits by (no model shape), a log-prob trainer's single request of at
+    least ``LOGPROB_REQUEST_SHARE`` of the card: one tensor that large in such a step is most likely the logits
+    (activations are many per-layer tensors; only eager attention's scores, batch x heads x length squared, come
+    near, and trainers run SDPA / flash attention by default)."""
+    if vocab or not requested_mib or not capacity_mib or (stage or "") not in LOGPROB_STAGES:
+        return False
+    return requested_mib >= LOGPROB_REQUEST_SHARE * capacity_mib
+
+
 def request_is_logits(
     requested_mib: float | None, batch: int | None, lengths: list[int], vocab: int | None, stage: str | None
 ) -> bool:

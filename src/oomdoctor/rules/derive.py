@@ -12,7 +12,7 @@ import dataclasses
 import math
 
 from oomdoctor.facts.account import account_of, reserve_is_real
-from oomdoctor.facts.logits import logits_frame, request_is_logits
+from oomdoctor.facts.logits import logits_frame, request_is_logits, request_is_logprob_logits
 from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
 from oomdoctor.lazyre import lazy
 from oomdoctor.rules.facts import Derived, Facts
@@ -388,7 +388,13 @@ def _logits_evidence(facts: Facts, padded: int | None) -> str | None:
     vocab = model.vocab_size if model is not None else None
     stage = config.stage if config is not None else None
     micro_batch = facts.derived.micro_batch
-    return "size" if request_is_logits(log.requested_mib, micro_batch, lengths, vocab, stage) else None
+    if request_is_logits(log.requested_mib, micro_batch, lengths, vocab, stage):
+        return "size"
+    return (
+        "share"
+        if request_is_logprob_logits(log.requested_mib, facts.derived.capacity_mib, vocab, stage)
+        else None
+    )
 
 
 def _dominant_cause(facts: Facts, logits_evidence: str | None) -> str | None:

@@ -190,7 +190,8 @@ class Derived:
     )
     logits_evidence: str | None = _fact(
         "frame (a function over the full-vocabulary logits among the failure's innermost frames) / size (the "
-        "request is micro-batch x padded length x vocabulary x 4 or 2 bytes, x2 for DPO/KTO pairs) / None"
+        "request is micro-batch x padded length x vocabulary x 4 or 2 bytes, x2 for DPO/KTO pairs) / share (no "
+        "vocabulary to size them by: a PPO/DPO/KTO step's single request of a third of the card or more) / None"
     )
     log_stop: str | None = _fact(
         "where a log that shows a run under way stops with no error line at all (rules/log_stop.py): load "
