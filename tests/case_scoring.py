@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from test_dev_cases import LABEL_TO_PHASE, _case_facts
@@ -338,3 +339,75 @@ def unknown_fix_kinds(cases: list[dict[str, Any]]) -> list[str]:
             )
             unknown += [] if known else [f"{case['id']}: {kind} is no rule"]
     return unknown
+
+
+# --- a round's case file --------------------------------------------------------------------------------------
+
+_SEEN_SUFFIXES = {".yaml", ".yml", ".json", ".log", ".txt"}
+
+
+def seen_text(paths: Iterable[Path], excluding: Path) -> str:
+    """The text of the case files and folders' files in ``paths`` (all but ``excluding``), lower-cased: what a new
+    round's threads must not repeat."""
+    texts = [
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in paths
+        if p.is_file() and p.suffix in _SEEN_SUFFIXES and p != excluding
+    ]
+    return "\n".join(texts).lower()
+
+
+def repeated(case: dict[str, Any], seen: str) -> bool:
+    """The case's thread (repo and issue number, under either spelling of the owner's repo) is in ``seen``."""
+    m = re.search(r"github\.com/([^/]+)/([^/]+)/(?:issues|pull|discussions)/(\d+)", thread_url(case))
+    assert m, case["id"]
+    owner, name, number = m.groups()
+    names = {name, "llamafactory", "llama-factory"} if owner == "hiyouga" else {name}
+    return any(re.search(rf"{owner}/{n}/(issues|pull|discussions)/{number}\b", seen) for n in names)
+
+
+def round_file_problems(
+    cases: list[dict[str, Any]],
+    sets: set[str],
+    default_set: str,
+    seen: str,
+    *,
+    min_cases: int,
+    min_negative: int,
+) -> list[str]:
+    """What is wrong with a round's case file (empty: nothing): enough cases, each id and thread once, every case
+    well formed (``case_problems``), no thread an earlier file holds, kinds of fix that are rules, enough negative
+    controls."""
+    ids = [c["id"] for c in cases]
+    urls = [thread_url(c) for c in cases]
+    problems = [p for case in cases for p in case_problems(case, sets, default_set)]
+    problems += [f"{c['id']}: thread already in an earlier case file" for c in cases if repeated(c, seen)]
+    problems += unknown_fix_kinds(cases)
+    checks = {
+        f"fewer than {min_cases} cases": len(cases) >= min_cases,
+        "an id appears twice": len(ids) == len(set(ids)),
+        "a thread appears twice": len(urls) == len(set(urls)),
+        f"fewer than {min_negative} negative controls": sum(c["cause"] == "none" for c in cases)
+        >= min_negative,
+    }
+    return problems + [what for what, ok in checks.items() if not ok]
+
+
+def floor_misses(
+    totals: dict[str, Any], floors: tuple[int, int, int, int], after: tuple[int, int] | None = None
+) -> list[str]:
+    """The floors a file's totals fall below (empty: none): (right at least, wrong at most, numbers parsed at
+    least, first proposals of the thread's kind at least), and after answering (right at least, wrong at most)."""
+    right, wrong, numbers, fix_ok = floors
+    found, stated = totals["numbers"]
+    checks = {
+        f"right {totals['right']} below {right}": totals["right"] >= right,
+        f"wrong {totals['wrong']} above {wrong}": totals["wrong"] <= wrong,
+        f"numbers parsed {found}/{stated} below {numbers}": found >= numbers,
+        f"fix kind {totals['fix_ok']} below {fix_ok}": totals["fix_ok"] >= fix_ok,
+    }
+    if after is not None:
+        done = totals["after"]
+        checks[f"after answers: right {done['right']} below {after[0]}"] = done["right"] >= after[0]
+        checks[f"after answers: wrong {done['wrong']} above {after[1]}"] = done["wrong"] <= after[1]
+    return [what for what, ok in checks.items() if not ok]

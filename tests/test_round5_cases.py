@@ -11,13 +11,11 @@ one is a regression; the capability work raises them.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from case_scoring import case_problems, score, thread_url, unknown_fix_kinds
+from case_scoring import floor_misses, round_file_problems, score, seen_text
 from test_dev_cases import load_cases
 
 TESTS = Path(__file__).resolve().parent
@@ -69,53 +67,20 @@ def _ids(paths: list[Path]) -> list[str]:
     return [p.name for p in paths]
 
 
-def _seen_text(excluding: Path) -> str:
-    """The text of every earlier case file (and the other round-5 file), lower-cased."""
-    texts = [
-        p.read_text(encoding="utf-8", errors="replace")
-        for p in SEEN
-        if p.is_file() and p.suffix in {".yaml", ".yml", ".json", ".log", ".txt"} and p != excluding
-    ]
-    return "\n".join(texts).lower()
-
-
-def _repeated(case: dict[str, Any], seen: str) -> bool:
-    """The case's thread (repo and issue number, under either spelling of the owner's repo) is in ``seen``."""
-    m = re.search(r"github\.com/([^/]+)/([^/]+)/(?:issues|pull|discussions)/(\d+)", thread_url(case))
-    assert m, case["id"]
-    owner, name, number = m.groups()
-    names = {name, "llamafactory", "llama-factory"} if owner == "hiyouga" else {name}
-    return any(re.search(rf"{owner}/{n}/(issues|pull|discussions)/{number}\b", seen) for n in names)
-
-
 @pytest.mark.parametrize("path", CASE_FILES, ids=_ids(CASE_FILES))
 def test_round5_file_is_well_formed_and_new(path: Path) -> None:
     """Every case names a thread no earlier case file holds, a phase and a cause from the labels, kinds of fix
     that are rules, its log and the numbers of its OOM message; at least two negative controls."""
-    cases = load_cases(path)
-    assert len(cases) >= MIN_CASES
-    ids = [c["id"] for c in cases]
-    assert len(ids) == len(set(ids))
-    urls = [thread_url(c) for c in cases]
-    assert len(urls) == len(set(urls)), "a thread appears twice"
-    assert [p for case in cases for p in case_problems(case, {"5", "5h"}, "5")] == []
-    seen = _seen_text(excluding=path)
-    assert [c["id"] for c in cases if _repeated(c, seen)] == [], "threads already in an earlier case file"
-    assert unknown_fix_kinds(cases) == []
-    assert sum(c["cause"] == "none" for c in cases) >= MIN_NEGATIVE_CONTROLS
+    seen = seen_text(SEEN, excluding=path)
+    sets = {"5", "5h"}
+    problems = round_file_problems(
+        load_cases(path), sets, "5", seen, min_cases=MIN_CASES, min_negative=MIN_NEGATIVE_CONTROLS
+    )
+    assert problems == []
 
 
 @pytest.mark.parametrize("path", CASE_FILES, ids=_ids(CASE_FILES))
 def test_round5_scores_do_not_fall(path: Path) -> None:
     assert path.name in FLOORS, f"{path.name} has no floor: score it (scripts/score_cases.py) and set one"
-    right, wrong, numbers, fix_ok = FLOORS[path.name]
     totals = score(load_cases(path), "5")
-    found, stated = totals["numbers"]
-    assert totals["right"] >= right, f"right {totals['right']} below {right}"
-    assert totals["wrong"] <= wrong, f"wrong {totals['wrong']} above {wrong}"
-    assert found >= numbers, f"numbers parsed {found}/{stated} below {numbers}"
-    assert totals["fix_ok"] >= fix_ok, f"fix kind {totals['fix_ok']} below {fix_ok}"
-    after_right, after_wrong = AFTER_ANSWERS_FLOORS[path.name]
-    after = totals["after"]
-    assert after["right"] >= after_right, f"after answers: right {after['right']} below {after_right}"
-    assert after["wrong"] <= after_wrong, f"after answers: wrong {after['wrong']} above {after_wrong}"
+    assert floor_misses(totals, FLOORS[path.name], AFTER_ANSWERS_FLOORS[path.name]) == []
