@@ -342,58 +342,129 @@ def config_from_mapping(
     base_dir: Path | None = None,
     world_size: int | None = None,
 ) -> ConfigFacts:
-    """Apply LLaMA-Factory's defaults and derive what the rules need (effective batch, precision, ...)."""
+    """Apply LLaMA-Factory's defaults and derive what the rules need (effective batch, precision, ...).
+
+    The settings are read in a fixed order (the first bad value met is the one reported): the batches, the
+    precision, checkpointing, LoRA, packing, the eval schedule, the steps, DeepSpeed, then the record's own.
+    """
+    raw = _plain_mapping(raw, path)
+    c = _Coerce(_with_renamed_keys(raw), path)
+    stage = c.text("stage") or "sft"
+    return _config_facts(
+        c,
+        raw,
+        _Parts(
+            stage=stage,
+            batches=_batches(c, world_size),
+            precision=_precision(c),
+            checkpointing=_checkpointing(c),
+            lora=_lora(c),
+            packing=_packing(c, stage),
+            schedule=_eval_schedule(c),
+            max_steps=c.integer("max_steps"),
+            deepspeed=_deepspeed(c, raw, base_dir),
+            quantization_bit=c.integer("quantization_bit"),
+        ),
+    )
+
+
+def _plain_mapping(raw: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The config with text keys; BadInput for anything but a mapping, or for a LLaMA Board file."""
     if not isinstance(raw, Mapping):
         raise BadInput(msg("yaml_not_mapping", None, path=path))
-    raw = {str(k): v for k, v in raw.items()}
-    if is_llamaboard_file(raw):
+    plain = {str(k): v for k, v in raw.items()}
+    if is_llamaboard_file(plain):
         raise BadInput(msg("config_is_llamaboard", None, path=path))
-    knowledge = lf_knowledge()
-    # an old config's renamed key still says what its run did (it stays in unknown_keys: 0.9.5 rejects it)
+    return plain
+
+
+def _with_renamed_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """An old config's renamed key still says what its run did (it stays in unknown_keys: 0.9.5 rejects it)."""
     renamed = {
-        new: raw[old] for old, new in knowledge["renamed_keys"].items() if raw.get(new) is None and old in raw
+        new: raw[old]
+        for old, new in lf_knowledge()["renamed_keys"].items()
+        if raw.get(new) is None and old in raw
     }
-    c = _Coerce({**raw, **renamed}, path)
+    return {**raw, **renamed}
 
-    known = known_keys()
-    unknown = [k for k in raw if k not in known]
 
-    stage = c.text("stage") or "sft"
+@dataclasses.dataclass(frozen=True)
+class _Batches:
+    train: int
+    eval: int
+    accumulation: int
+    gpus: int
+
+
+def _batches(c: _Coerce, world_size: int | None) -> _Batches:
     train_batch = _positive(c, "per_device_train_batch_size")
     eval_batch = _positive(c, "per_device_eval_batch_size")
     accumulation = _positive(c, "gradient_accumulation_steps")
     _check_samples_per_update(c, train_batch, accumulation)
     gpus = world_size if world_size and world_size > 0 else 1
+    return _Batches(train_batch, eval_batch, accumulation, gpus)
 
+
+@dataclasses.dataclass(frozen=True)
+class _Precision:
+    fp16: bool
+    bf16: bool
+    pure_bf16: bool
+    name: str
+
+
+def _precision(c: _Coerce) -> _Precision:
     fp16, bf16, pure_bf16 = c.flag("fp16"), c.flag("bf16"), c.flag("pure_bf16")
     if pure_bf16:
-        precision = "pure_bf16"
+        name = "pure_bf16"
     elif bf16:
-        precision = "bf16"  # LLaMA-Factory picks bfloat16 first when both are set (parser.py compute_dtype)
+        name = "bf16"  # LLaMA-Factory picks bfloat16 first when both are set (parser.py compute_dtype)
     elif fp16:
-        precision = "fp16"
+        name = "fp16"
     else:
-        precision = "fp32"
+        name = "fp32"
+    return _Precision(fp16, bf16, pure_bf16, name)
 
-    # LLaMA-Factory enables checkpointing in its model loader unless told not to; the Trainer's own
-    # gradient_checkpointing switch turns it on regardless.
+
+def _checkpointing(c: _Coerce) -> tuple[bool, bool]:
+    """(on, on only by LLaMA-Factory's default). LLaMA-Factory enables checkpointing in its model loader
+    unless told not to; the Trainer's own gradient_checkpointing switch turns it on regardless."""
     disabled = c.flag("disable_gradient_checkpointing")
     trainer_gc = c.flag("gradient_checkpointing")
     checkpointing = trainer_gc or not disabled
     by_default = checkpointing and not trainer_gc and not c.given("disable_gradient_checkpointing")
+    return checkpointing, by_default
 
+
+def _lora(c: _Coerce) -> tuple[int, int]:
+    """(rank, alpha): alpha unset or 0 is twice the rank."""
     lora_rank = _positive(c, "lora_rank")
-    lora_alpha = c.integer("lora_alpha") or lora_rank * 2
+    return lora_rank, c.integer("lora_alpha") or lora_rank * 2
 
-    packing_value = c.value("packing")
-    packing = c.flag("packing") if packing_value is not None else stage == "pt"
+
+def _packing(c: _Coerce, stage: str) -> bool:
+    """Packing as written, else on for pretraining only; neat_packing packs too."""
+    packing = c.flag("packing") if c.value("packing") is not None else stage == "pt"
     if c.flag("neat_packing"):
         packing = True
+    return packing
 
+
+@dataclasses.dataclass(frozen=True)
+class _EvalSchedule:
+    eval_dataset: list[str]
+    val_size: float
+    strategy: str
+    do_eval: bool
+    logging_steps: int | float | None
+    eval_steps: int | float | None
+
+
+def _eval_schedule(c: _Coerce) -> _EvalSchedule:
     eval_dataset = c.names("eval_dataset")
     val_size = c.number("val_size") or 0.0
     eval_strategy = (c.text("eval_strategy") or "no").lower()
-    has_eval_data = bool(eval_dataset) or val_size > float(knowledge["eval_val_size_min"])
+    has_eval_data = bool(eval_dataset) or val_size > float(lf_knowledge()["eval_val_size_min"])
     # do_eval without a strategy still evaluates once after training (LLaMA-Factory's workflows call
     # trainer.evaluate() when do_eval is set).
     do_eval = has_eval_data and (eval_strategy != "no" or c.flag("do_eval"))
@@ -401,45 +472,69 @@ def config_from_mapping(
     eval_steps: int | float | None = None
     if eval_strategy == "steps":
         eval_steps = c.steps("eval_steps") or logging_steps  # transformers: unset or 0 -> logging_steps
+    return _EvalSchedule(eval_dataset, val_size, eval_strategy, do_eval, logging_steps, eval_steps)
 
-    max_steps = c.integer("max_steps")
-    ds: dict[str, Any] = _ds_result("", None, False, None, False, False)
-    ds["deepspeed"] = None
+
+def _deepspeed(c: _Coerce, raw: Mapping[str, Any], base_dir: Path | None) -> dict[str, Any]:
+    """``read_deepspeed``'s answer for the config's ``deepspeed:`` as written, or all unset without one."""
     if c.given("deepspeed"):
-        ds = read_deepspeed(raw["deepspeed"], base_dir, config_path=path)
+        return read_deepspeed(raw["deepspeed"], base_dir, config_path=c.path)
+    ds = _ds_result("", None, False, None, False, False)
+    ds["deepspeed"] = None
+    return ds
 
-    quantization_bit = c.integer("quantization_bit")
+
+@dataclasses.dataclass(frozen=True)
+class _Parts:
+    """What ``config_from_mapping`` works out before it writes the record, in the order it reads it."""
+
+    stage: str
+    batches: _Batches
+    precision: _Precision
+    checkpointing: tuple[bool, bool]
+    lora: tuple[int, int]
+    packing: bool
+    schedule: _EvalSchedule
+    max_steps: int | None
+    deepspeed: dict[str, Any]
+    quantization_bit: int | None
+
+
+def _config_facts(c: _Coerce, raw: dict[str, Any], parts: _Parts) -> ConfigFacts:
+    """The record: the parts worked out, and the settings read as they are (in the record's field order)."""
+    batches, precision, schedule, ds = parts.batches, parts.precision, parts.schedule, parts.deepspeed
+    known = known_keys()
     return ConfigFacts(
-        path=path,
+        path=c.path,
         raw=raw,
-        stage=stage,
+        stage=parts.stage,
         finetuning_type=c.text("finetuning_type") or "lora",
         model_name_or_path=c.text("model_name_or_path"),
         template=c.text("template"),
         dataset=c.names("dataset"),
-        eval_dataset=eval_dataset,
+        eval_dataset=schedule.eval_dataset,
         dataset_dir=c.text("dataset_dir") or "data",
-        val_size=val_size,
+        val_size=schedule.val_size,
         max_samples=c.integer("max_samples"),
-        per_device_train_batch_size=train_batch,
-        per_device_eval_batch_size=eval_batch,
+        per_device_train_batch_size=batches.train,
+        per_device_eval_batch_size=batches.eval,
         per_device_eval_batch_size_set=c.given("per_device_eval_batch_size"),
-        gradient_accumulation_steps=accumulation,
-        world_size=gpus,
+        gradient_accumulation_steps=batches.accumulation,
+        world_size=batches.gpus,
         cutoff_len=_positive(c, "cutoff_len"),
-        packing=packing,
-        fp16=fp16,
-        bf16=bf16,
-        pure_bf16=pure_bf16,
-        precision=precision,
-        gradient_checkpointing=checkpointing,
-        gradient_checkpointing_by_default=by_default,
-        quantization_bit=quantization_bit,
+        packing=parts.packing,
+        fp16=precision.fp16,
+        bf16=precision.bf16,
+        pure_bf16=precision.pure_bf16,
+        precision=precision.name,
+        gradient_checkpointing=parts.checkpointing[0],
+        gradient_checkpointing_by_default=parts.checkpointing[1],
+        quantization_bit=parts.quantization_bit,
         quantization_method=c.text("quantization_method") or "bnb",
         quantization_type=c.text("quantization_type") or "nf4",
         double_quantization=c.flag("double_quantization"),
-        lora_rank=lora_rank,
-        lora_alpha=lora_alpha,
+        lora_rank=parts.lora[0],
+        lora_alpha=parts.lora[1],
         lora_target=c.text("lora_target") or "all",
         deepspeed=ds["deepspeed"],
         deepspeed_found=ds["deepspeed_found"],
@@ -447,13 +542,13 @@ def config_from_mapping(
         zero_stage=ds["zero_stage"],
         offload_optimizer=ds["offload_optimizer"],
         offload_param=ds["offload_param"],
-        do_eval=do_eval,
-        eval_strategy=eval_strategy,
-        eval_steps=eval_steps,  # type: ignore[arg-type]  # a float below 1 is a ratio of total steps
+        do_eval=schedule.do_eval,
+        eval_strategy=schedule.strategy,
+        eval_steps=schedule.eval_steps,  # type: ignore[arg-type]  # a float below 1 is a ratio of total steps
         eval_accumulation_steps=c.integer("eval_accumulation_steps"),
         save_steps=c.steps("save_steps"),  # type: ignore[arg-type]
-        logging_steps=logging_steps,  # type: ignore[arg-type]
-        max_steps=max_steps if max_steps is not None and max_steps > 0 else None,
+        logging_steps=schedule.logging_steps,  # type: ignore[arg-type]
+        max_steps=parts.max_steps if parts.max_steps is not None and parts.max_steps > 0 else None,
         num_train_epochs=c.number("num_train_epochs") or 0.0,
         optim=c.text("optim") or str(lf_defaults()["optim"]),
         flash_attn=(c.text("flash_attn") or "auto").lower(),
@@ -461,10 +556,10 @@ def config_from_mapping(
         use_unsloth_gc=c.flag("use_unsloth_gc"),
         output_dir=c.text("output_dir"),
         do_train=c.flag("do_train"),
-        evaluation_only=_evaluation_only(c, do_eval),
+        evaluation_only=_evaluation_only(c, schedule.do_eval),
         freeze_vision_tower=c.flag("freeze_vision_tower") if c.given("freeze_vision_tower") else True,
         written_keys=frozenset(str(k) for k in raw),
-        unknown_keys=unknown,
+        unknown_keys=[k for k in raw if k not in known],
     )
 
 
