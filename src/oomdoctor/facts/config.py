@@ -346,6 +346,7 @@ def config_from_mapping(
 
     The settings are read in a fixed order (the first bad value met is the one reported): the batches, the
     precision, checkpointing, LoRA, packing, the eval schedule, the steps, DeepSpeed, then the record's own.
+    The parts are plain tuples, not record types: this module is on every start's path.
     """
     raw = _plain_mapping(raw, path)
     c = _Coerce(_with_renamed_keys(raw), path)
@@ -353,18 +354,16 @@ def config_from_mapping(
     return _config_facts(
         c,
         raw,
-        _Parts(
-            stage=stage,
-            batches=_batches(c, world_size),
-            precision=_precision(c),
-            checkpointing=_checkpointing(c),
-            lora=_lora(c),
-            packing=_packing(c, stage),
-            schedule=_eval_schedule(c),
-            max_steps=c.integer("max_steps"),
-            deepspeed=_deepspeed(c, raw, base_dir),
-            quantization_bit=c.integer("quantization_bit"),
-        ),
+        stage=stage,
+        batches=_batches(c, world_size),
+        precision=_precision(c),
+        checkpointing=_checkpointing(c),
+        lora=_lora(c),
+        packing=_packing(c, stage),
+        schedule=_eval_schedule(c),
+        max_steps=c.integer("max_steps"),
+        ds=_deepspeed(c, raw, base_dir),
+        quantization_bit=c.integer("quantization_bit"),
     )
 
 
@@ -388,42 +387,28 @@ def _with_renamed_keys(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, **renamed}
 
 
-@dataclasses.dataclass(frozen=True)
-class _Batches:
-    train: int
-    eval: int
-    accumulation: int
-    gpus: int
-
-
-def _batches(c: _Coerce, world_size: int | None) -> _Batches:
+def _batches(c: _Coerce, world_size: int | None) -> tuple[int, int, int, int]:
+    """(train micro-batch, eval micro-batch, accumulation steps, GPUs)."""
     train_batch = _positive(c, "per_device_train_batch_size")
     eval_batch = _positive(c, "per_device_eval_batch_size")
     accumulation = _positive(c, "gradient_accumulation_steps")
     _check_samples_per_update(c, train_batch, accumulation)
     gpus = world_size if world_size and world_size > 0 else 1
-    return _Batches(train_batch, eval_batch, accumulation, gpus)
+    return train_batch, eval_batch, accumulation, gpus
 
 
-@dataclasses.dataclass(frozen=True)
-class _Precision:
-    fp16: bool
-    bf16: bool
-    pure_bf16: bool
-    name: str
-
-
-def _precision(c: _Coerce) -> _Precision:
+def _precision(c: _Coerce) -> tuple[bool, bool, bool, str]:
+    """(fp16, bf16, pure_bf16 as written, the precision in effect)."""
     fp16, bf16, pure_bf16 = c.flag("fp16"), c.flag("bf16"), c.flag("pure_bf16")
     if pure_bf16:
-        name = "pure_bf16"
+        precision = "pure_bf16"
     elif bf16:
-        name = "bf16"  # LLaMA-Factory picks bfloat16 first when both are set (parser.py compute_dtype)
+        precision = "bf16"  # LLaMA-Factory picks bfloat16 first when both are set (parser.py compute_dtype)
     elif fp16:
-        name = "fp16"
+        precision = "fp16"
     else:
-        name = "fp32"
-    return _Precision(fp16, bf16, pure_bf16, name)
+        precision = "fp32"
+    return fp16, bf16, pure_bf16, precision
 
 
 def _checkpointing(c: _Coerce) -> tuple[bool, bool]:
@@ -450,17 +435,8 @@ def _packing(c: _Coerce, stage: str) -> bool:
     return packing
 
 
-@dataclasses.dataclass(frozen=True)
-class _EvalSchedule:
-    eval_dataset: list[str]
-    val_size: float
-    strategy: str
-    do_eval: bool
-    logging_steps: int | float | None
-    eval_steps: int | float | None
-
-
-def _eval_schedule(c: _Coerce) -> _EvalSchedule:
+def _eval_schedule(c: _Coerce) -> tuple[list[str], float, str, bool, int | float | None, int | float | None]:
+    """(eval datasets, val_size, eval strategy, whether it evaluates, logging steps, eval steps)."""
     eval_dataset = c.names("eval_dataset")
     val_size = c.number("val_size") or 0.0
     eval_strategy = (c.text("eval_strategy") or "no").lower()
@@ -472,7 +448,7 @@ def _eval_schedule(c: _Coerce) -> _EvalSchedule:
     eval_steps: int | float | None = None
     if eval_strategy == "steps":
         eval_steps = c.steps("eval_steps") or logging_steps  # transformers: unset or 0 -> logging_steps
-    return _EvalSchedule(eval_dataset, val_size, eval_strategy, do_eval, logging_steps, eval_steps)
+    return eval_dataset, val_size, eval_strategy, do_eval, logging_steps, eval_steps
 
 
 def _deepspeed(c: _Coerce, raw: Mapping[str, Any], base_dir: Path | None) -> dict[str, Any]:
@@ -484,57 +460,58 @@ def _deepspeed(c: _Coerce, raw: Mapping[str, Any], base_dir: Path | None) -> dic
     return ds
 
 
-@dataclasses.dataclass(frozen=True)
-class _Parts:
-    """What ``config_from_mapping`` works out before it writes the record, in the order it reads it."""
-
-    stage: str
-    batches: _Batches
-    precision: _Precision
-    checkpointing: tuple[bool, bool]
-    lora: tuple[int, int]
-    packing: bool
-    schedule: _EvalSchedule
-    max_steps: int | None
-    deepspeed: dict[str, Any]
-    quantization_bit: int | None
-
-
-def _config_facts(c: _Coerce, raw: dict[str, Any], parts: _Parts) -> ConfigFacts:
-    """The record: the parts worked out, and the settings read as they are (in the record's field order)."""
-    batches, precision, schedule, ds = parts.batches, parts.precision, parts.schedule, parts.deepspeed
+def _config_facts(
+    c: _Coerce,
+    raw: dict[str, Any],
+    *,
+    stage: str,
+    batches: tuple[int, int, int, int],
+    precision: tuple[bool, bool, bool, str],
+    checkpointing: tuple[bool, bool],
+    lora: tuple[int, int],
+    packing: bool,
+    schedule: tuple[list[str], float, str, bool, int | float | None, int | float | None],
+    max_steps: int | None,
+    ds: dict[str, Any],
+    quantization_bit: int | None,
+) -> ConfigFacts:
+    """The record: the parts ``config_from_mapping`` worked out, and the settings read as they are (in the
+    record's field order)."""
+    train_batch, eval_batch, accumulation, gpus = batches
+    fp16, bf16, pure_bf16, precision_name = precision
+    eval_dataset, val_size, eval_strategy, do_eval, logging_steps, eval_steps = schedule
     known = known_keys()
     return ConfigFacts(
         path=c.path,
         raw=raw,
-        stage=parts.stage,
+        stage=stage,
         finetuning_type=c.text("finetuning_type") or "lora",
         model_name_or_path=c.text("model_name_or_path"),
         template=c.text("template"),
         dataset=c.names("dataset"),
-        eval_dataset=schedule.eval_dataset,
+        eval_dataset=eval_dataset,
         dataset_dir=c.text("dataset_dir") or "data",
-        val_size=schedule.val_size,
+        val_size=val_size,
         max_samples=c.integer("max_samples"),
-        per_device_train_batch_size=batches.train,
-        per_device_eval_batch_size=batches.eval,
+        per_device_train_batch_size=train_batch,
+        per_device_eval_batch_size=eval_batch,
         per_device_eval_batch_size_set=c.given("per_device_eval_batch_size"),
-        gradient_accumulation_steps=batches.accumulation,
-        world_size=batches.gpus,
+        gradient_accumulation_steps=accumulation,
+        world_size=gpus,
         cutoff_len=_positive(c, "cutoff_len"),
-        packing=parts.packing,
-        fp16=precision.fp16,
-        bf16=precision.bf16,
-        pure_bf16=precision.pure_bf16,
-        precision=precision.name,
-        gradient_checkpointing=parts.checkpointing[0],
-        gradient_checkpointing_by_default=parts.checkpointing[1],
-        quantization_bit=parts.quantization_bit,
+        packing=packing,
+        fp16=fp16,
+        bf16=bf16,
+        pure_bf16=pure_bf16,
+        precision=precision_name,
+        gradient_checkpointing=checkpointing[0],
+        gradient_checkpointing_by_default=checkpointing[1],
+        quantization_bit=quantization_bit,
         quantization_method=c.text("quantization_method") or "bnb",
         quantization_type=c.text("quantization_type") or "nf4",
         double_quantization=c.flag("double_quantization"),
-        lora_rank=parts.lora[0],
-        lora_alpha=parts.lora[1],
+        lora_rank=lora[0],
+        lora_alpha=lora[1],
         lora_target=c.text("lora_target") or "all",
         deepspeed=ds["deepspeed"],
         deepspeed_found=ds["deepspeed_found"],
@@ -542,13 +519,13 @@ def _config_facts(c: _Coerce, raw: dict[str, Any], parts: _Parts) -> ConfigFacts
         zero_stage=ds["zero_stage"],
         offload_optimizer=ds["offload_optimizer"],
         offload_param=ds["offload_param"],
-        do_eval=schedule.do_eval,
-        eval_strategy=schedule.strategy,
-        eval_steps=schedule.eval_steps,  # type: ignore[arg-type]  # a float below 1 is a ratio of total steps
+        do_eval=do_eval,
+        eval_strategy=eval_strategy,
+        eval_steps=eval_steps,  # type: ignore[arg-type]  # a float below 1 is a ratio of total steps
         eval_accumulation_steps=c.integer("eval_accumulation_steps"),
         save_steps=c.steps("save_steps"),  # type: ignore[arg-type]
-        logging_steps=schedule.logging_steps,  # type: ignore[arg-type]
-        max_steps=parts.max_steps if parts.max_steps is not None and parts.max_steps > 0 else None,
+        logging_steps=logging_steps,  # type: ignore[arg-type]
+        max_steps=max_steps if max_steps is not None and max_steps > 0 else None,
         num_train_epochs=c.number("num_train_epochs") or 0.0,
         optim=c.text("optim") or str(lf_defaults()["optim"]),
         flash_attn=(c.text("flash_attn") or "auto").lower(),
@@ -556,7 +533,7 @@ def _config_facts(c: _Coerce, raw: dict[str, Any], parts: _Parts) -> ConfigFacts
         use_unsloth_gc=c.flag("use_unsloth_gc"),
         output_dir=c.text("output_dir"),
         do_train=c.flag("do_train"),
-        evaluation_only=_evaluation_only(c, schedule.do_eval),
+        evaluation_only=_evaluation_only(c, do_eval),
         freeze_vision_tower=c.flag("freeze_vision_tower") if c.given("freeze_vision_tower") else True,
         written_keys=frozenset(str(k) for k in raw),
         unknown_keys=[k for k in raw if k not in known],

@@ -168,7 +168,7 @@ def _lf_counter(config: ConfigFacts) -> Iterator[_Counter]:
     dataset cannot be read.
     """
     model_dir, dataset_dir = _local_inputs(config)
-    lf = _lf_api()
+    lf = _LfApi()
     data_kwargs = _data_kwargs(config, lf, dataset_dir)
     stage = config.stage if config.stage in ("pt", "sft", "rm", "ppo", "kto", "dpo") else "sft"
     stage_for_loader = "rm" if stage == "dpo" else stage
@@ -194,41 +194,29 @@ def _local_inputs(config: ConfigFacts) -> tuple[Path, str]:
     return model_dir, dataset_dir
 
 
-@dataclasses.dataclass(frozen=True)
 class _LfApi:
-    """The LLaMA-Factory (and transformers) names the counter uses, imported together."""
+    """The LLaMA-Factory (and transformers) names the counter uses, imported together; BadInput naming the
+    missing module when it is not installed. A plain class, not a dataclass: creating a record type costs
+    every start of ``estimate``, which imports this module."""
 
-    split_dataset: Callable[..., Any]
-    get_dataset_processor: Callable[..., Any]
-    get_merged_dataset: Callable[..., Any]
-    get_template_and_fix_tokenizer: Callable[..., Any]
-    data_arguments: Any
-    model_arguments: Any
-    load_tokenizer: Callable[..., Any]
-    training_arguments: Any
-
-
-def _lf_api() -> _LfApi:
-    """LLaMA-Factory's loader parts; BadInput naming the missing module when it is not installed."""
-    try:
-        from llamafactory.data.data_utils import split_dataset
-        from llamafactory.data.loader import _get_dataset_processor, _get_merged_dataset
-        from llamafactory.data.template import get_template_and_fix_tokenizer
-        from llamafactory.hparams import DataArguments, ModelArguments
-        from llamafactory.model import load_tokenizer
-        from transformers import Seq2SeqTrainingArguments
-    except ImportError as err:
-        raise BadInput(msg("len_needs_llamafactory", None, detail=str(err).splitlines()[0])) from None
-    return _LfApi(
-        split_dataset=split_dataset,
-        get_dataset_processor=_get_dataset_processor,
-        get_merged_dataset=_get_merged_dataset,
-        get_template_and_fix_tokenizer=get_template_and_fix_tokenizer,
-        data_arguments=DataArguments,
-        model_arguments=ModelArguments,
-        load_tokenizer=load_tokenizer,
-        training_arguments=Seq2SeqTrainingArguments,
-    )
+    def __init__(self) -> None:
+        try:
+            from llamafactory.data.data_utils import split_dataset
+            from llamafactory.data.loader import _get_dataset_processor, _get_merged_dataset
+            from llamafactory.data.template import get_template_and_fix_tokenizer
+            from llamafactory.hparams import DataArguments, ModelArguments
+            from llamafactory.model import load_tokenizer
+            from transformers import Seq2SeqTrainingArguments
+        except ImportError as err:
+            raise BadInput(msg("len_needs_llamafactory", None, detail=str(err).splitlines()[0])) from None
+        self.split_dataset = split_dataset
+        self.get_dataset_processor = _get_dataset_processor
+        self.get_merged_dataset = _get_merged_dataset
+        self.get_template_and_fix_tokenizer = get_template_and_fix_tokenizer
+        self.data_arguments = DataArguments
+        self.model_arguments = ModelArguments
+        self.load_tokenizer = load_tokenizer
+        self.training_arguments = Seq2SeqTrainingArguments
 
 
 def _data_kwargs(config: ConfigFacts, lf: _LfApi, dataset_dir: str) -> dict[str, Any]:
@@ -243,11 +231,8 @@ def _data_kwargs(config: ConfigFacts, lf: _LfApi, dataset_dir: str) -> dict[str,
     return data_kwargs
 
 
-@dataclasses.dataclass(frozen=True)
-class _LfArgs:
-    data: Any
-    model: Any
-    training: Any
+# LLaMA-Factory's (data, model, training) arguments.
+_LfArgs = tuple[Any, Any, Any]
 
 
 def _lf_args(
@@ -267,19 +252,20 @@ def _lf_args(
         )
     except (TypeError, ValueError) as err:
         raise BadInput(msg("len_bad_args", None, detail=str(err).splitlines()[0])) from None
-    return _LfArgs(data_args, model_args, training_args)
+    return data_args, model_args, training_args
 
 
 def _tokenizer_and_template(lf: _LfApi, args: _LfArgs, model_dir: Path) -> tuple[Any, Any]:
     """(tokenizer module, template) for the local model; BadInput when either cannot be set up."""
+    data_args, model_args, _ = args
     try:
-        tokenizer_module = lf.load_tokenizer(args.model)
+        tokenizer_module = lf.load_tokenizer(model_args)
     except (OSError, ValueError) as err:
         raise BadInput(
             msg("len_tokenizer_failed", None, model=str(model_dir), detail=str(err).splitlines()[0])
         ) from None
     try:
-        template = lf.get_template_and_fix_tokenizer(tokenizer_module["tokenizer"], args.data)
+        template = lf.get_template_and_fix_tokenizer(tokenizer_module["tokenizer"], data_args)
     except (OSError, ValueError, KeyError) as err:
         raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
     return tokenizer_module, template
@@ -290,6 +276,7 @@ def _encoder(
 ) -> Callable[[dict[str, list[Any]]], list[int]]:
     """Token count per sample of a batch: pretraining's text plus EOS, else the stage's dataset processor."""
     tokenizer = tokenizer_module["tokenizer"]
+    data_args = args[0]
     if stage == "pt":
         eos = tokenizer.eos_token or ""
 
@@ -299,7 +286,7 @@ def _encoder(
 
         return encode_text
     processor = lf.get_dataset_processor(
-        args.data, stage_for_loader, template, tokenizer, tokenizer_module.get("processor")
+        data_args, stage_for_loader, template, tokenizer, tokenizer_module.get("processor")
     )
 
     def encode(batch: dict[str, list[Any]]) -> list[int]:
@@ -310,11 +297,12 @@ def _encoder(
 
 def _loader(lf: _LfApi, args: _LfArgs, stage_for_loader: str) -> Callable[[list[str] | None, bool], Any]:
     """LLaMA-Factory's merged-dataset loader (one dataset, or one per name); BadInput when it fails."""
+    data_args, model_args, training_args = args
 
     def load(names: list[str] | None, per_name: bool) -> Any:
         try:
             return lf.get_merged_dataset(
-                names, args.model, args.data, args.training, stage_for_loader, return_dict=per_name
+                names, model_args, data_args, training_args, stage_for_loader, return_dict=per_name
             )
         except (OSError, ValueError, KeyError) as err:
             raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
@@ -324,11 +312,12 @@ def _loader(lf: _LfApi, args: _LfArgs, stage_for_loader: str) -> Callable[[list[
 
 def _splitter(lf: _LfApi, args: _LfArgs) -> Callable[[Any, Any], tuple[dict[str, Any], dict[str, Any]]]:
     """LLaMA-Factory's train/validation split (val_size, the config's seed); BadInput when it fails."""
+    data_args, _, training_args = args
 
     def split(train: Any, evaluation: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         try:
             parts: tuple[dict[str, Any], dict[str, Any]] = lf.split_dataset(
-                train, evaluation, args.data, seed=args.training.seed
+                train, evaluation, data_args, seed=training_args.seed
             )
             return parts
         except (OSError, ValueError, KeyError) as err:
