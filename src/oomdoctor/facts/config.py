@@ -342,29 +342,63 @@ def config_from_mapping(
     base_dir: Path | None = None,
     world_size: int | None = None,
 ) -> ConfigFacts:
-    """Apply LLaMA-Factory's defaults and derive what the rules need (effective batch, precision, ...)."""
+    """Apply LLaMA-Factory's defaults and derive what the rules need (effective batch, precision, ...).
+
+    The settings are read in a fixed order (the first bad value met is the one reported): the batches, the
+    precision, checkpointing, LoRA, packing, the eval schedule, the steps, DeepSpeed, then the record's own.
+    The parts are plain tuples, not record types: this module is on every start's path.
+    """
+    raw = _plain_mapping(raw, path)
+    c = _Coerce(_with_renamed_keys(raw), path)
+    stage = c.text("stage") or "sft"
+    return _config_facts(
+        c,
+        raw,
+        stage=stage,
+        batches=_batches(c, world_size),
+        precision=_precision(c),
+        checkpointing=_checkpointing(c),
+        lora=_lora(c),
+        packing=_packing(c, stage),
+        schedule=_eval_schedule(c),
+        max_steps=c.integer("max_steps"),
+        ds=_deepspeed(c, raw, base_dir),
+        quantization_bit=c.integer("quantization_bit"),
+    )
+
+
+def _plain_mapping(raw: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The config with text keys; BadInput for anything but a mapping, or for a LLaMA Board file."""
     if not isinstance(raw, Mapping):
         raise BadInput(msg("yaml_not_mapping", None, path=path))
-    raw = {str(k): v for k, v in raw.items()}
-    if is_llamaboard_file(raw):
+    plain = {str(k): v for k, v in raw.items()}
+    if is_llamaboard_file(plain):
         raise BadInput(msg("config_is_llamaboard", None, path=path))
-    knowledge = lf_knowledge()
-    # an old config's renamed key still says what its run did (it stays in unknown_keys: 0.9.5 rejects it)
+    return plain
+
+
+def _with_renamed_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """An old config's renamed key still says what its run did (it stays in unknown_keys: 0.9.5 rejects it)."""
     renamed = {
-        new: raw[old] for old, new in knowledge["renamed_keys"].items() if raw.get(new) is None and old in raw
+        new: raw[old]
+        for old, new in lf_knowledge()["renamed_keys"].items()
+        if raw.get(new) is None and old in raw
     }
-    c = _Coerce({**raw, **renamed}, path)
+    return {**raw, **renamed}
 
-    known = known_keys()
-    unknown = [k for k in raw if k not in known]
 
-    stage = c.text("stage") or "sft"
+def _batches(c: _Coerce, world_size: int | None) -> tuple[int, int, int, int]:
+    """(train micro-batch, eval micro-batch, accumulation steps, GPUs)."""
     train_batch = _positive(c, "per_device_train_batch_size")
     eval_batch = _positive(c, "per_device_eval_batch_size")
     accumulation = _positive(c, "gradient_accumulation_steps")
     _check_samples_per_update(c, train_batch, accumulation)
     gpus = world_size if world_size and world_size > 0 else 1
+    return train_batch, eval_batch, accumulation, gpus
 
+
+def _precision(c: _Coerce) -> tuple[bool, bool, bool, str]:
+    """(fp16, bf16, pure_bf16 as written, the precision in effect)."""
     fp16, bf16, pure_bf16 = c.flag("fp16"), c.flag("bf16"), c.flag("pure_bf16")
     if pure_bf16:
         precision = "pure_bf16"
@@ -374,26 +408,39 @@ def config_from_mapping(
         precision = "fp16"
     else:
         precision = "fp32"
+    return fp16, bf16, pure_bf16, precision
 
-    # LLaMA-Factory enables checkpointing in its model loader unless told not to; the Trainer's own
-    # gradient_checkpointing switch turns it on regardless.
+
+def _checkpointing(c: _Coerce) -> tuple[bool, bool]:
+    """(on, on only by LLaMA-Factory's default). LLaMA-Factory enables checkpointing in its model loader
+    unless told not to; the Trainer's own gradient_checkpointing switch turns it on regardless."""
     disabled = c.flag("disable_gradient_checkpointing")
     trainer_gc = c.flag("gradient_checkpointing")
     checkpointing = trainer_gc or not disabled
     by_default = checkpointing and not trainer_gc and not c.given("disable_gradient_checkpointing")
+    return checkpointing, by_default
 
+
+def _lora(c: _Coerce) -> tuple[int, int]:
+    """(rank, alpha): alpha unset or 0 is twice the rank."""
     lora_rank = _positive(c, "lora_rank")
-    lora_alpha = c.integer("lora_alpha") or lora_rank * 2
+    return lora_rank, c.integer("lora_alpha") or lora_rank * 2
 
-    packing_value = c.value("packing")
-    packing = c.flag("packing") if packing_value is not None else stage == "pt"
+
+def _packing(c: _Coerce, stage: str) -> bool:
+    """Packing as written, else on for pretraining only; neat_packing packs too."""
+    packing = c.flag("packing") if c.value("packing") is not None else stage == "pt"
     if c.flag("neat_packing"):
         packing = True
+    return packing
 
+
+def _eval_schedule(c: _Coerce) -> tuple[list[str], float, str, bool, int | float | None, int | float | None]:
+    """(eval datasets, val_size, eval strategy, whether it evaluates, logging steps, eval steps)."""
     eval_dataset = c.names("eval_dataset")
     val_size = c.number("val_size") or 0.0
     eval_strategy = (c.text("eval_strategy") or "no").lower()
-    has_eval_data = bool(eval_dataset) or val_size > float(knowledge["eval_val_size_min"])
+    has_eval_data = bool(eval_dataset) or val_size > float(lf_knowledge()["eval_val_size_min"])
     # do_eval without a strategy still evaluates once after training (LLaMA-Factory's workflows call
     # trainer.evaluate() when do_eval is set).
     do_eval = has_eval_data and (eval_strategy != "no" or c.flag("do_eval"))
@@ -401,16 +448,41 @@ def config_from_mapping(
     eval_steps: int | float | None = None
     if eval_strategy == "steps":
         eval_steps = c.steps("eval_steps") or logging_steps  # transformers: unset or 0 -> logging_steps
+    return eval_dataset, val_size, eval_strategy, do_eval, logging_steps, eval_steps
 
-    max_steps = c.integer("max_steps")
-    ds: dict[str, Any] = _ds_result("", None, False, None, False, False)
-    ds["deepspeed"] = None
+
+def _deepspeed(c: _Coerce, raw: Mapping[str, Any], base_dir: Path | None) -> dict[str, Any]:
+    """``read_deepspeed``'s answer for the config's ``deepspeed:`` as written, or all unset without one."""
     if c.given("deepspeed"):
-        ds = read_deepspeed(raw["deepspeed"], base_dir, config_path=path)
+        return read_deepspeed(raw["deepspeed"], base_dir, config_path=c.path)
+    ds = _ds_result("", None, False, None, False, False)
+    ds["deepspeed"] = None
+    return ds
 
-    quantization_bit = c.integer("quantization_bit")
+
+def _config_facts(
+    c: _Coerce,
+    raw: dict[str, Any],
+    *,
+    stage: str,
+    batches: tuple[int, int, int, int],
+    precision: tuple[bool, bool, bool, str],
+    checkpointing: tuple[bool, bool],
+    lora: tuple[int, int],
+    packing: bool,
+    schedule: tuple[list[str], float, str, bool, int | float | None, int | float | None],
+    max_steps: int | None,
+    ds: dict[str, Any],
+    quantization_bit: int | None,
+) -> ConfigFacts:
+    """The record: the parts ``config_from_mapping`` worked out, and the settings read as they are (in the
+    record's field order)."""
+    train_batch, eval_batch, accumulation, gpus = batches
+    fp16, bf16, pure_bf16, precision_name = precision
+    eval_dataset, val_size, eval_strategy, do_eval, logging_steps, eval_steps = schedule
+    known = known_keys()
     return ConfigFacts(
-        path=path,
+        path=c.path,
         raw=raw,
         stage=stage,
         finetuning_type=c.text("finetuning_type") or "lora",
@@ -431,15 +503,15 @@ def config_from_mapping(
         fp16=fp16,
         bf16=bf16,
         pure_bf16=pure_bf16,
-        precision=precision,
-        gradient_checkpointing=checkpointing,
-        gradient_checkpointing_by_default=by_default,
+        precision=precision_name,
+        gradient_checkpointing=checkpointing[0],
+        gradient_checkpointing_by_default=checkpointing[1],
         quantization_bit=quantization_bit,
         quantization_method=c.text("quantization_method") or "bnb",
         quantization_type=c.text("quantization_type") or "nf4",
         double_quantization=c.flag("double_quantization"),
-        lora_rank=lora_rank,
-        lora_alpha=lora_alpha,
+        lora_rank=lora[0],
+        lora_alpha=lora[1],
         lora_target=c.text("lora_target") or "all",
         deepspeed=ds["deepspeed"],
         deepspeed_found=ds["deepspeed_found"],
@@ -464,7 +536,7 @@ def config_from_mapping(
         evaluation_only=_evaluation_only(c, do_eval),
         freeze_vision_tower=c.flag("freeze_vision_tower") if c.given("freeze_vision_tower") else True,
         written_keys=frozenset(str(k) for k in raw),
-        unknown_keys=unknown,
+        unknown_keys=[k for k in raw if k not in known],
     )
 
 

@@ -167,92 +167,163 @@ def _lf_counter(config: ConfigFacts) -> Iterator[_Counter]:
     BadInput (one line) when llamafactory is not installed, the tokenizer is not on this machine, or the
     dataset cannot be read.
     """
-    if not config.dataset:
-        raise BadInput(msg("len_no_dataset", None, path=config.path))
-    model_dir = local_model_dir(config)
-    dataset_dir = _dataset_dir(config)
-    if dataset_dir.upper() != "ONLINE":  # before anything reads the files the names point to
-        dataset_files_inside(Path(dataset_dir), [*config.dataset, *config.eval_dataset])
-    try:
-        from llamafactory.data.data_utils import split_dataset
-        from llamafactory.data.loader import _get_dataset_processor, _get_merged_dataset
-        from llamafactory.data.template import get_template_and_fix_tokenizer
-        from llamafactory.hparams import DataArguments, ModelArguments
-        from llamafactory.model import load_tokenizer
-        from transformers import Seq2SeqTrainingArguments
-    except ImportError as err:
-        raise BadInput(msg("len_needs_llamafactory", None, detail=str(err).splitlines()[0])) from None
-
-    data_fields = {f.name for f in dataclasses.fields(DataArguments)}
-    data_kwargs = {k: v for k, v in config.raw.items() if k in data_fields}
-    data_kwargs.update(_FORCED_DATA_ARGS)
-    data_kwargs["dataset_dir"] = dataset_dir
-    data_kwargs["dataset"] = ",".join(config.dataset)
-    data_kwargs["eval_dataset"] = ",".join(config.eval_dataset) if config.eval_dataset else None
-    data_kwargs.pop("media_dir", None)
+    model_dir, dataset_dir = _local_inputs(config)
+    lf = _LfApi()
+    data_kwargs = _data_kwargs(config, lf, dataset_dir)
     stage = config.stage if config.stage in ("pt", "sft", "rm", "ppo", "kto", "dpo") else "sft"
     stage_for_loader = "rm" if stage == "dpo" else stage
 
     import tempfile  # here, not at the top: a start that measures nothing does not pay for it
 
     with tempfile.TemporaryDirectory(prefix="oomdoctor-lengths-") as scratch, _quiet():
+        args = _lf_args(config, lf, data_kwargs, model_dir, scratch)
+        tokenizer_module, template = _tokenizer_and_template(lf, args, model_dir)
+        encode = _encoder(lf, args, stage, stage_for_loader, tokenizer_module, template)
+        yield _Counter(load=_loader(lf, args, stage_for_loader), encode=encode, split=_splitter(lf, args))
+
+
+def _local_inputs(config: ConfigFacts) -> tuple[Path, str]:
+    """(model folder, dataset folder) on this machine; BadInput without a dataset, or for a dataset file
+    named outside the dataset folder (checked before anything reads the files the names point to)."""
+    if not config.dataset:
+        raise BadInput(msg("len_no_dataset", None, path=config.path))
+    model_dir = local_model_dir(config)
+    dataset_dir = _dataset_dir(config)
+    if dataset_dir.upper() != "ONLINE":
+        dataset_files_inside(Path(dataset_dir), [*config.dataset, *config.eval_dataset])
+    return model_dir, dataset_dir
+
+
+class _LfApi:
+    """The LLaMA-Factory (and transformers) names the counter uses, imported together; BadInput naming the
+    missing module when it is not installed. A plain class, not a dataclass: creating a record type costs
+    every start of ``estimate``, which imports this module."""
+
+    def __init__(self) -> None:
         try:
-            data_args = DataArguments(**data_kwargs)
-            model_args = ModelArguments(
-                model_name_or_path=str(model_dir),
-                cache_dir=scratch,
-                trust_remote_code=bool(config.raw.get("trust_remote_code", False)),
+            from llamafactory.data.data_utils import split_dataset
+            from llamafactory.data.loader import _get_dataset_processor, _get_merged_dataset
+            from llamafactory.data.template import get_template_and_fix_tokenizer
+            from llamafactory.hparams import DataArguments, ModelArguments
+            from llamafactory.model import load_tokenizer
+            from transformers import Seq2SeqTrainingArguments
+        except ImportError as err:
+            raise BadInput(msg("len_needs_llamafactory", None, detail=str(err).splitlines()[0])) from None
+        self.split_dataset = split_dataset
+        self.get_dataset_processor = _get_dataset_processor
+        self.get_merged_dataset = _get_merged_dataset
+        self.get_template_and_fix_tokenizer = get_template_and_fix_tokenizer
+        self.data_arguments = DataArguments
+        self.model_arguments = ModelArguments
+        self.load_tokenizer = load_tokenizer
+        self.training_arguments = Seq2SeqTrainingArguments
+
+
+def _data_kwargs(config: ConfigFacts, lf: _LfApi, dataset_dir: str) -> dict[str, Any]:
+    """The config's DataArguments, with the cutoff lifted and packing, streaming and caching off."""
+    data_fields = {f.name for f in dataclasses.fields(lf.data_arguments)}
+    data_kwargs = {k: v for k, v in config.raw.items() if k in data_fields}
+    data_kwargs.update(_FORCED_DATA_ARGS)
+    data_kwargs["dataset_dir"] = dataset_dir
+    data_kwargs["dataset"] = ",".join(config.dataset)
+    data_kwargs["eval_dataset"] = ",".join(config.eval_dataset) if config.eval_dataset else None
+    data_kwargs.pop("media_dir", None)
+    return data_kwargs
+
+
+# LLaMA-Factory's (data, model, training) arguments.
+_LfArgs = tuple[Any, Any, Any]
+
+
+def _lf_args(
+    config: ConfigFacts, lf: _LfApi, data_kwargs: dict[str, Any], model_dir: Path, scratch: str
+) -> _LfArgs:
+    """LLaMA-Factory's data, model and training arguments (caches in ``scratch``); BadInput when they do
+    not build."""
+    try:
+        data_args = lf.data_arguments(**data_kwargs)
+        model_args = lf.model_arguments(
+            model_name_or_path=str(model_dir),
+            cache_dir=scratch,
+            trust_remote_code=bool(config.raw.get("trust_remote_code", False)),
+        )
+        training_args = lf.training_arguments(
+            output_dir=scratch, report_to="none", seed=int(config.raw.get("seed", 42))
+        )
+    except (TypeError, ValueError) as err:
+        raise BadInput(msg("len_bad_args", None, detail=str(err).splitlines()[0])) from None
+    return data_args, model_args, training_args
+
+
+def _tokenizer_and_template(lf: _LfApi, args: _LfArgs, model_dir: Path) -> tuple[Any, Any]:
+    """(tokenizer module, template) for the local model; BadInput when either cannot be set up."""
+    data_args, model_args, _ = args
+    try:
+        tokenizer_module = lf.load_tokenizer(model_args)
+    except (OSError, ValueError) as err:
+        raise BadInput(
+            msg("len_tokenizer_failed", None, model=str(model_dir), detail=str(err).splitlines()[0])
+        ) from None
+    try:
+        template = lf.get_template_and_fix_tokenizer(tokenizer_module["tokenizer"], data_args)
+    except (OSError, ValueError, KeyError) as err:
+        raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
+    return tokenizer_module, template
+
+
+def _encoder(
+    lf: _LfApi, args: _LfArgs, stage: str, stage_for_loader: str, tokenizer_module: Any, template: Any
+) -> Callable[[dict[str, list[Any]]], list[int]]:
+    """Token count per sample of a batch: pretraining's text plus EOS, else the stage's dataset processor."""
+    tokenizer = tokenizer_module["tokenizer"]
+    data_args = args[0]
+    if stage == "pt":
+        eos = tokenizer.eos_token or ""
+
+        def encode_text(batch: dict[str, list[Any]]) -> list[int]:
+            texts = [messages[0]["content"] + eos for messages in batch["_prompt"]]
+            return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+        return encode_text
+    processor = lf.get_dataset_processor(
+        data_args, stage_for_loader, template, tokenizer, tokenizer_module.get("processor")
+    )
+
+    def encode(batch: dict[str, list[Any]]) -> list[int]:
+        return _lengths_of(processor.preprocess_dataset(batch))
+
+    return encode
+
+
+def _loader(lf: _LfApi, args: _LfArgs, stage_for_loader: str) -> Callable[[list[str] | None, bool], Any]:
+    """LLaMA-Factory's merged-dataset loader (one dataset, or one per name); BadInput when it fails."""
+    data_args, model_args, training_args = args
+
+    def load(names: list[str] | None, per_name: bool) -> Any:
+        try:
+            return lf.get_merged_dataset(
+                names, model_args, data_args, training_args, stage_for_loader, return_dict=per_name
             )
-            training_args = Seq2SeqTrainingArguments(
-                output_dir=scratch, report_to="none", seed=int(config.raw.get("seed", 42))
-            )
-        except (TypeError, ValueError) as err:
-            raise BadInput(msg("len_bad_args", None, detail=str(err).splitlines()[0])) from None
-        try:
-            tokenizer_module = load_tokenizer(model_args)
-        except (OSError, ValueError) as err:
-            raise BadInput(
-                msg("len_tokenizer_failed", None, model=str(model_dir), detail=str(err).splitlines()[0])
-            ) from None
-        tokenizer = tokenizer_module["tokenizer"]
-        try:
-            template = get_template_and_fix_tokenizer(tokenizer, data_args)
         except (OSError, ValueError, KeyError) as err:
             raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
 
-        if stage == "pt":
-            eos = tokenizer.eos_token or ""
+    return load
 
-            def encode(batch: dict[str, list[Any]]) -> list[int]:
-                texts = [messages[0]["content"] + eos for messages in batch["_prompt"]]
-                return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
-        else:
-            processor = _get_dataset_processor(
-                data_args, stage_for_loader, template, tokenizer, tokenizer_module.get("processor")
+def _splitter(lf: _LfApi, args: _LfArgs) -> Callable[[Any, Any], tuple[dict[str, Any], dict[str, Any]]]:
+    """LLaMA-Factory's train/validation split (val_size, the config's seed); BadInput when it fails."""
+    data_args, _, training_args = args
+
+    def split(train: Any, evaluation: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        try:
+            parts: tuple[dict[str, Any], dict[str, Any]] = lf.split_dataset(
+                train, evaluation, data_args, seed=training_args.seed
             )
+            return parts
+        except (OSError, ValueError, KeyError) as err:
+            raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
 
-            def encode(batch: dict[str, list[Any]]) -> list[int]:
-                return _lengths_of(processor.preprocess_dataset(batch))
-
-        def load(names: list[str] | None, per_name: bool) -> Any:
-            try:
-                return _get_merged_dataset(
-                    names, model_args, data_args, training_args, stage_for_loader, return_dict=per_name
-                )
-            except (OSError, ValueError, KeyError) as err:
-                raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
-
-        def split(train: Any, evaluation: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-            try:
-                parts: tuple[dict[str, Any], dict[str, Any]] = split_dataset(
-                    train, evaluation, data_args, seed=training_args.seed
-                )
-                return parts
-            except (OSError, ValueError, KeyError) as err:
-                raise BadInput(msg("len_dataset_failed", None, detail=str(err).splitlines()[0])) from None
-
-        yield _Counter(load=load, encode=encode, split=split)
+    return split
 
 
 def token_lengths(

@@ -133,7 +133,23 @@ def model_from_config_dict(
     raw: Mapping[str, Any], *, source: str = "config.json", name: str | None = None
 ) -> ModelFacts:
     """ModelFacts from a parsed config.json (nested ``text_config`` of VL models is read too)."""
-    cfg: dict[str, Any] = dict(raw)
+    cfg = _checked_shape(_language_config(raw), source)
+    traits = family_traits(cfg.get("model_type"))
+    facts = _facts_from_shape(cfg, traits, source=source, name=name)
+    if all(
+        v is not None
+        for v in (facts.hidden_size, facts.num_layers, facts.num_attention_heads, facts.vocab_size)
+    ):
+        total, active, embedding = count_params(
+            facts, traits, first_dense_layers=_int(cfg.get("first_k_dense_replace")) or 0
+        )
+        facts.params, facts.params_active, facts.embedding_params = total, active, embedding
+    return facts
+
+
+def _language_config(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The config, with a VL model's nested language config (``text_config``, ``llm_config``,
+    ``language_config``) laid over the outer keys; the outer model_type and tie flag fill what it lacks."""
     for nested in ("text_config", "llm_config", "language_config"):
         sub = raw.get(nested)
         if isinstance(sub, Mapping) and _first(sub, "hidden_size", "n_embd", "d_model") is not None:
@@ -141,47 +157,37 @@ def model_from_config_dict(
             cfg.setdefault("model_type", sub.get("model_type") or raw.get("model_type"))
             if "tie_word_embeddings" not in sub and "tie_word_embeddings" in raw:
                 cfg["tie_word_embeddings"] = raw["tie_word_embeddings"]
-            break
-    cfg = _checked_shape(cfg, source)
-    model_type = cfg.get("model_type")
-    traits = family_traits(model_type)
+            return cfg
+    return dict(raw)
 
-    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
-    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads")
-    kv_heads = _first(cfg, "num_key_value_heads", "multi_query_group_num", "n_head_kv", "num_kv_heads")
-    if kv_heads is None and cfg.get("multi_query_attention") is False:
-        kv_heads = heads
-    head_dim = _first(cfg, "head_dim", "kv_channels")
-    if head_dim is None and hidden and heads:
-        head_dim = int(hidden) // int(heads)
+
+def _facts_from_shape(
+    cfg: Mapping[str, Any], traits: Mapping[str, Any], *, source: str, name: str | None
+) -> ModelFacts:
+    """The shape under whichever of the families' key names the config uses, with the family's traits."""
+    hidden, heads, kv_heads, head_dim = _attention_dims(cfg)
     intermediate = _first(cfg, "intermediate_size", "ffn_hidden_size", "n_inner")
     if intermediate is None and hidden:
         intermediate = 4 * int(hidden)
-    vocab = _first(cfg, "vocab_size", "padded_vocab_size")
     tie = cfg.get("tie_word_embeddings")
     if tie is None:
         tie = bool(traits.get("tie_default", False))
-    num_experts = _first(cfg, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-    shared_i = _first(cfg, "shared_expert_intermediate_size")
-    if shared_i is None and cfg.get("n_shared_experts") and cfg.get("moe_intermediate_size"):
-        shared_i = int(cfg["n_shared_experts"]) * int(cfg["moe_intermediate_size"])
+    num_experts, shared_i = _expert_dims(cfg)
     architectures = cfg.get("architectures") or []
-
-    facts = ModelFacts(
+    return ModelFacts(
         name=name or cfg.get("_name_or_path") or None,
         source=source,
         architecture=architectures[0] if architectures else None,
         hidden_size=_int(hidden),
-        num_layers=_int(layers),
+        num_layers=_int(_first(cfg, "num_hidden_layers", "n_layer", "num_layers")),
         num_attention_heads=_int(heads),
         num_key_value_heads=_int(kv_heads if kv_heads is not None else heads),
         head_dim=_int(head_dim),
         intermediate_size=_int(intermediate),
-        vocab_size=_int(vocab),
+        vocab_size=_int(_first(cfg, "vocab_size", "padded_vocab_size")),
         tie_word_embeddings=bool(tie),
         torch_dtype=_text_or_none(_first(cfg, "torch_dtype", "dtype")),
-        model_type=model_type,
+        model_type=cfg.get("model_type"),
         gated_mlp=traits.get("mlp", "gated") == "gated",
         norms_per_layer=int(traits.get("norms_per_layer", 2)),
         qk_norm=bool(traits.get("qk_norm", False)),
@@ -193,15 +199,30 @@ def model_from_config_dict(
         moe_intermediate_size=_int(_first(cfg, "moe_intermediate_size")) if num_experts else None,
         shared_expert_intermediate_size=_int(shared_i) if num_experts and shared_i else None,
     )
-    if all(
-        v is not None
-        for v in (facts.hidden_size, facts.num_layers, facts.num_attention_heads, facts.vocab_size)
-    ):
-        total, active, embedding = count_params(
-            facts, traits, first_dense_layers=_int(cfg.get("first_k_dense_replace")) or 0
-        )
-        facts.params, facts.params_active, facts.embedding_params = total, active, embedding
-    return facts
+
+
+def _attention_dims(cfg: Mapping[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """(hidden size, heads, KV heads, head dim) as written; KV heads equal the heads when multi-query
+    attention is written off, the head dim is hidden / heads when not given."""
+    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads")
+    kv_heads = _first(cfg, "num_key_value_heads", "multi_query_group_num", "n_head_kv", "num_kv_heads")
+    if kv_heads is None and cfg.get("multi_query_attention") is False:
+        kv_heads = heads
+    head_dim = _first(cfg, "head_dim", "kv_channels")
+    if head_dim is None and hidden and heads:
+        head_dim = int(hidden) // int(heads)
+    return hidden, heads, kv_heads, head_dim
+
+
+def _expert_dims(cfg: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(routed experts, shared expert width) of a MoE; DeepSeek writes the shared width as a number of
+    shared experts of the routed width."""
+    num_experts = _first(cfg, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+    shared_i = _first(cfg, "shared_expert_intermediate_size")
+    if shared_i is None and cfg.get("n_shared_experts") and cfg.get("moe_intermediate_size"):
+        shared_i = int(cfg["n_shared_experts"]) * int(cfg["moe_intermediate_size"])
+    return num_experts, shared_i
 
 
 # Every number of the shape that the estimate multiplies: a whole number, at most 2**31 (a vocabulary of
@@ -261,15 +282,49 @@ def count_params(
     """
     traits = traits if traits is not None else family_traits(model.model_type)
     h = model.hidden_size or 0
-    layers = model.num_layers or 0
-    heads = model.num_attention_heads or 0
-    kv = model.num_key_value_heads or heads
-    hd = model.head_dim or (h // heads if heads else 0)
-    inter = model.intermediate_size or 4 * h
     vocab = model.vocab_size or 0
     linear_bias = bool(traits.get("linear_bias"))
     norm_params = 2 * h if traits.get("norm") == "layernorm" else h  # LayerNorm carries a bias
+    body_total, body_active = _body_params(model, traits, norm_params, first_dense_layers)
+    embedding = vocab * h
+    head = 0 if model.tie_word_embeddings else vocab * h + (vocab if linear_bias else 0)
+    final_norm = norm_params
+    total = embedding + body_total + head + final_norm
+    active = embedding + body_active + head + final_norm
+    return total, active, embedding + head
 
+
+def _body_params(
+    model: ModelFacts, traits: Mapping[str, Any], norm_params: int, first_dense_layers: int
+) -> tuple[int, int]:
+    """(total, active) parameters of the decoder layers; in a MoE the first ``first_dense_layers`` layers
+    keep a dense MLP (DeepSeek's first_k_dense_replace)."""
+    h = model.hidden_size or 0
+    layers = model.num_layers or 0
+    inter = model.intermediate_size or 4 * h
+    linear_bias = bool(traits.get("linear_bias"))
+    attention = _attention_params(model, traits)
+    mlp_dense = _mlp_params(model, inter, linear_bias)
+    norms = model.norms_per_layer * norm_params
+    if not model.num_experts:
+        return layers * (attention + mlp_dense + norms), layers * (attention + mlp_dense + norms)
+    moe_total, moe_active = _moe_params(model, model.num_experts, inter, linear_bias)
+    dense_layers = min(first_dense_layers, layers)
+    sparse_layers = layers - dense_layers
+    per_dense = attention + mlp_dense + norms
+    body_total = dense_layers * per_dense + sparse_layers * (attention + moe_total + norms)
+    body_active = dense_layers * per_dense + sparse_layers * (attention + moe_active + norms)
+    return body_total, body_active
+
+
+def _attention_params(model: ModelFacts, traits: Mapping[str, Any]) -> int:
+    """One layer's attention: the q, k, v and o projections with grouped KV heads, their biases where the
+    family has them, and the per-head q/k norms."""
+    h = model.hidden_size or 0
+    heads = model.num_attention_heads or 0
+    kv = model.num_key_value_heads or heads
+    hd = model.head_dim or (h // heads if heads else 0)
+    linear_bias = bool(traits.get("linear_bias"))
     q_dim, kv_dim = heads * hd, kv * hd
     attention = h * q_dim + 2 * h * kv_dim + q_dim * h
     if traits.get("qkv_bias") or linear_bias:
@@ -278,38 +333,30 @@ def count_params(
         attention += h
     if model.qk_norm:
         attention += 2 * hd
+    return attention
 
-    def dense_mlp(width: int) -> int:
-        if model.gated_mlp:
-            return 3 * h * width
-        return 2 * h * width + ((width + h) if linear_bias else 0)
 
-    mlp_dense = dense_mlp(inter)
-    norms = model.norms_per_layer * norm_params
-    if model.num_experts:
-        expert = dense_mlp(model.moe_intermediate_size or inter)
-        shared = (
-            dense_mlp(model.shared_expert_intermediate_size) + h
-            if model.shared_expert_intermediate_size
-            else 0
-        )
-        router = h * model.num_experts
-        moe_total = model.num_experts * expert + shared + router
-        moe_active = (model.num_experts_per_tok or 1) * expert + shared + router
-        dense_layers = min(first_dense_layers, layers)
-        sparse_layers = layers - dense_layers
-        per_dense = attention + mlp_dense + norms
-        body_total = dense_layers * per_dense + sparse_layers * (attention + moe_total + norms)
-        body_active = dense_layers * per_dense + sparse_layers * (attention + moe_active + norms)
-    else:
-        body_total = body_active = layers * (attention + mlp_dense + norms)
+def _mlp_params(model: ModelFacts, width: int, linear_bias: bool) -> int:
+    """A dense MLP of ``width``: gate, up and down when gated, else fc1 and fc2 (with biases if any)."""
+    h = model.hidden_size or 0
+    if model.gated_mlp:
+        return 3 * h * width
+    return 2 * h * width + ((width + h) if linear_bias else 0)
 
-    embedding = vocab * h
-    head = 0 if model.tie_word_embeddings else vocab * h + (vocab if linear_bias else 0)
-    final_norm = norm_params
-    total = embedding + body_total + head + final_norm
-    active = embedding + body_active + head + final_norm
-    return total, active, embedding + head
+
+def _moe_params(model: ModelFacts, experts: int, inter: int, linear_bias: bool) -> tuple[int, int]:
+    """(total, active) parameters of one MoE block: the routed experts, the shared expert, the router."""
+    h = model.hidden_size or 0
+    expert = _mlp_params(model, model.moe_intermediate_size or inter, linear_bias)
+    shared = (
+        _mlp_params(model, model.shared_expert_intermediate_size, linear_bias) + h
+        if model.shared_expert_intermediate_size
+        else 0
+    )
+    router = h * experts
+    total = experts * expert + shared + router
+    active = (model.num_experts_per_tok or 1) * expert + shared + router
+    return total, active
 
 
 # ---------------------------------------------------------------------------------------- lookups
