@@ -117,3 +117,27 @@ def test_with_no_log_the_finding_says_what_is_still_open_once_the_phase_is_answe
     assert "no_log_memory_open" in [f.id for f in placed.findings] and placed.proposal is None
     both = diagnose(facts_of(config=config, answers={"phase": "eval", "memory_kind": "gpu"}))
     assert "no_log_answered" in [f.id for f in both.findings] and both.proposal is not None
+
+
+ZERO3_GATHER_LOG = """\
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/zero/parameter_offload.py", line 392, in _pre_forward_module_hook
+    self.pre_sub_module_forward_function(module)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/zero/partitioned_param_coordinator.py", line 307, in fetch_sub_module
+    self.__all_gather_params(params_to_prefetch, forward)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/zero/partition_parameters.py", line 1151, in _allgather_params
+    flat_tensor = torch.empty(tensor_size, dtype=param_list[0].dtype, device=self.local_device)
+torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 130.00 MiB. GPU 0 has a total capacity of 79.15 GiB of which 20.00 MiB is free.
+"""
+
+
+def test_a_gather_frame_says_the_weights_fill_the_step_only_while_their_share_is_unknown() -> None:
+    """A ZeRO-3 gather tells the phase; with the estimate's share of the weights known, the share decides."""
+    lora = {**ZERO3_FULL, "finetuning_type": "lora", "model_name_or_path": "Qwen/Qwen2.5-7B-Instruct"}
+    log = parse_log_text(ZERO3_GATHER_LOG)
+    known = _facts(lora, log=log, answers={"phase": "first_batch"}, world_size=8)
+    assert known.derived.weights_share is not None and known.derived.weights_share < 0.3
+    assert not known.derived.weights_fill_step
+    unknown = facts_of(
+        config=config_from_mapping({"finetuning_type": "lora"}), log=log, answers={"phase": "first_batch"}
+    )
+    assert unknown.derived.weights_share is None and unknown.derived.weights_fill_step

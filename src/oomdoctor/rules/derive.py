@@ -63,7 +63,8 @@ DEVICE_ALLOCATION_FRAMES: frozenset[str] = frozenset(
     }
 )
 # In a training step the weights have loaded and fit: they are what to shrink there only when they are known
-# to take at least this share of the card, or the failing frame gathers sharded parameters (below).
+# to take at least this share of the card, the run trains every parameter, or (their share unknown) the
+# failing frame gathers sharded parameters (below).
 STEP_WEIGHTS_SHARE = 0.3
 PARAMETER_GATHER_FRAMES: frozenset[str] = frozenset(
     {
@@ -459,10 +460,12 @@ def _weights_fill_step(
         return False  # ZeRO-3 keeps them in host memory, gathering a layer at a time
     if _request_is_step_tensor(log, phase):
         return False
-    if weights_share is not None and weights_share >= STEP_WEIGHTS_SHARE:
-        return True
     if finetuning_type == "full":
         return True  # a gradient and Adam state per parameter: several times the weights, on every card
+    if weights_share is not None:
+        return weights_share >= STEP_WEIGHTS_SHARE
+    # Their share unknown (no estimate), a ZeRO-3 / FSDP gather in the failing frames is what is left: it tells the
+    # phase, and that the sharded weights are gathered on this card; with the share known, that share decides.
     return log is not None and bool(PARAMETER_GATHER_FRAMES.intersection(log.frames))
 
 

@@ -210,8 +210,8 @@ class Derived:
     weights_fill_step: bool = _fact(
         "in a training step, the weights are known to be what fills the card (they loaded and fit, so "
         "only then are they what to shrink there): their share of the card is at least 30 %, full "
-        "fine-tuning (a gradient and Adam state per parameter), or the failing frame gathers sharded "
-        "parameters (ZeRO-3 all-gather, FSDP unshard); never while ZeRO-3 "
+        "fine-tuning (a gradient and Adam state per parameter), or, their share unknown, the failing frame "
+        "gathers sharded parameters (ZeRO-3 all-gather, FSDP unshard); never while ZeRO-3 "
         "offloads them to the CPU, nor for a request no weight tensor can be (request_is_step_tensor)",
         False,
     )
