@@ -23,9 +23,9 @@ from oomdoctor.errors import BadInput
 from oomdoctor.facts import log_window
 from oomdoctor.facts.log_gather import whole_model_gather
 from oomdoctor.facts.log_oom import parse_oom_numbers
-from oomdoctor.facts.log_phase import Frame, decide, text
+from oomdoctor.facts.log_phase import Frame, PhaseResult, decide, text
 from oomdoctor.facts.log_reassemble import reassemble
-from oomdoctor.facts.log_scan import LogScanner, Run
+from oomdoctor.facts.log_scan import Failure, LogScanner, Run
 from oomdoctor.facts.log_tables import Tables, tables
 from oomdoctor.facts.log_text import bom_encoding, decode_block, looks_binary
 from oomdoctor.facts.log_window import DEFAULT_SIZES, WindowSizes
@@ -377,19 +377,31 @@ def _facts_from(
     )
     _banner_facts(f, run)
     jsonl_steps = _apply_trainer_log(f, trainer_log) if trainer_log else None
-    snap = run.snap
     failure = run.failure
     if failure is None:
-        f.training_started = snap.training_started or f.training_started
-        f.eval_started = snap.eval_started
-        f.weights_loaded = True if snap.weights_loaded or f.training_started else None
-        known = [n for n in (snap.train_steps, jsonl_steps) if n is not None]
-        f.good_steps = max(known) if known else None
-        f.other_error = run.other_error
+        _no_failure_facts(f, run, jsonl_steps)
         return f
-
     res = decide(failure, run, tables(), jsonl_steps=jsonl_steps)
-    fs = failure.snapshot
+    _failure_facts(f, failure, res, runs_seen)
+    _traceback_facts(f, failure, res)
+    if not failure.cut:
+        _oom_message_facts(f, failure.message, run)
+    return f
+
+
+def _no_failure_facts(f: LogFacts, run: Run, jsonl_steps: int | None) -> None:
+    """A log without a failure: how far the run got, and an error that is not an OOM."""
+    snap = run.snap
+    f.training_started = snap.training_started or f.training_started
+    f.eval_started = snap.eval_started
+    f.weights_loaded = True if snap.weights_loaded or f.training_started else None
+    known = [n for n in (snap.train_steps, jsonl_steps) if n is not None]
+    f.good_steps = max(known) if known else None
+    f.other_error = run.other_error
+
+
+def _failure_facts(f: LogFacts, failure: Failure, res: PhaseResult, runs_seen: int) -> None:
+    """The failure's kind, line and phase (with its evidence), step and rank."""
     f.oom = not failure.cut
     f.traceback_cut = failure.cut
     f.oom_kind = res.kind
@@ -407,6 +419,11 @@ def _facts_from(
     f.good_steps = res.good_steps
     f.rank = failure.rank
     f.host = failure.host
+
+
+def _traceback_facts(f: LogFacts, failure: Failure, res: PhaseResult) -> None:
+    """What the traceback's frames and the snapshot at the failure tell."""
+    fs = failure.snapshot
     f.frames = [fr.function for fr in res.frames if fr.function]
     f.whole_model_gather = whole_model_gather(res.frames)
     f.cpu_compute = res.kind == "cpu_alloc" and res.compute_role in ("forward", "loss")
@@ -417,22 +434,24 @@ def _facts_from(
     f.weights_loaded = True if fs.weights_loaded else (False if res.phase == "load" else None)
     if failure.cut:
         f.other_error = None
-    if not failure.cut:
-        n = parse_oom_numbers(failure.message)
-        f.requested_mib = n.requested_mib
-        f.capacity_mib = n.capacity_mib
-        f.free_mib = n.free_mib
-        f.process_in_use_mib = n.process_in_use_mib
-        f.allocated_mib = n.allocated_mib
-        f.reserved_mib = n.reserved_mib
-        f.reserved_unallocated_mib = n.reserved_unallocated_mib
-        f.allowed_mib, f.private_pools_mib = n.allowed_mib, n.private_pools_mib
-        f.current_active_mib = n.current_active_mib
-        f.gpu_index = n.gpu_index
-        if n.gpu_index is not None and n.gpu_index in run.card_names:
-            f.card_name = run.card_names[n.gpu_index]  # the failing card, where the log names each card
-        f.other_processes = [OtherProcess(pid=pid, used_mib=mib) for pid, mib in n.other_processes]
-    return f
+
+
+def _oom_message_facts(f: LogFacts, message: str, run: Run) -> None:
+    """The numbers of the OOM message, and the failing card's name where the log names each card."""
+    n = parse_oom_numbers(message)
+    f.requested_mib = n.requested_mib
+    f.capacity_mib = n.capacity_mib
+    f.free_mib = n.free_mib
+    f.process_in_use_mib = n.process_in_use_mib
+    f.allocated_mib = n.allocated_mib
+    f.reserved_mib = n.reserved_mib
+    f.reserved_unallocated_mib = n.reserved_unallocated_mib
+    f.allowed_mib, f.private_pools_mib = n.allowed_mib, n.private_pools_mib
+    f.current_active_mib = n.current_active_mib
+    f.gpu_index = n.gpu_index
+    if n.gpu_index is not None and n.gpu_index in run.card_names:
+        f.card_name = run.card_names[n.gpu_index]  # the failing card, where the log names each card
+    f.other_processes = [OtherProcess(pid=pid, used_mib=mib) for pid, mib in n.other_processes]
 
 
 def _zero_stage_of(frames: list[Frame], t: Tables) -> int | None:

@@ -615,25 +615,20 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
     ``reuse``: an earlier result for the same readings (only the answers differ), whose costly answers
     (the cutoff search) are kept.
     """
-    config, log, run = facts.config, facts.log, facts.derived
     weights_loaded = _weights_loaded(facts)
     phase, phase_source = _phase(facts, weights_loaded)
     if phase in ("first_batch", "long_sample", "eval", "save", "optimizer_step") and weights_loaded is None:
         weights_loaded = True
-    other_mib, other_pids, self_pid = _other_processes(facts)
-    capacity = run.capacity_mib
-    model_size = _model_size_mib(facts)
+    return _with_sizes(facts, _with_phase(facts, phase, phase_source, weights_loaded), reuse)
+
+
+def _with_phase(facts: Facts, phase: str, phase_source: str, weights_loaded: bool | None) -> Derived:
+    """The settled run size with where it failed and what that settles: the memory kind, the card, the method."""
+    config, log, run = facts.config, facts.log, facts.derived
     device = _failing_device(facts)
-    if reuse is not None:
-        cutoff = (reuse.cutoff_candidate, reuse.cutoff_candidate_source, reuse.cutoff_candidate_truncated)
-    else:
-        cutoff = _cutoff_candidate(facts)
     memory_kind, memory_kind_source = _memory_kind(facts, phase)
-    padded = _padded_longest(facts)
-    logits_evidence = _logits_evidence(facts, padded)
     card_name = device.name if device is not None else (log.card_name if log is not None else None)
     stop = log_stop(config, log)
-    weights_share = _weights_share(model_size, capacity, phase, log)
     finetuning_type = _finetuning_type(facts, phase)
     return dataclasses.replace(
         run,
@@ -649,17 +644,37 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
         finetuning_type=finetuning_type,
         eval_batch=_eval_batch(facts),
         eval_batch_default=(not config.per_device_eval_batch_size_set) if config else None,
+        precision_stated=_precision_stated(config),
+        fixed_cause=_fixed_cause(phase, finetuning_type),
+        log_stop=stop.where if stop is not None else None,
+        log_stop_next=stop.next_kind if stop is not None else None,
+    )
+
+
+def _with_sizes(facts: Facts, run: Derived, reuse: Derived | None) -> Derived:
+    """``run`` (phase settled) with the sizes against the card: other processes, weights, reserve, cutoff."""
+    log, phase = facts.log, run.phase
+    other_mib, other_pids, self_pid = _other_processes(facts)
+    capacity = run.capacity_mib
+    model_size = _model_size_mib(facts)
+    if reuse is not None:
+        cutoff = (reuse.cutoff_candidate, reuse.cutoff_candidate_source, reuse.cutoff_candidate_truncated)
+    else:
+        cutoff = _cutoff_candidate(facts)
+    padded = _padded_longest(facts)
+    logits_evidence = _logits_evidence(facts, padded)
+    weights_share = _weights_share(model_size, capacity, phase, log)
+    return dataclasses.replace(
+        run,
         self_listed_pid=self_pid,
         other_process_mib=other_mib,
         other_process_share=other_mib / capacity if other_mib is not None and capacity else None,
         other_process_pids=tuple(other_pids),
         model_size_mib=model_size,
         weights_share=weights_share,
-        weights_fill_step=_weights_fill_step(facts, weights_share, finetuning_type, phase),
+        weights_fill_step=_weights_fill_step(facts, weights_share, run.finetuning_type, phase),
         request_is_step_tensor=_request_is_step_tensor(log, phase),
         reserve_share=_reserve_share(log),
-        precision_stated=_precision_stated(config),
-        fixed_cause=_fixed_cause(phase, finetuning_type),
         host_ram_needed_mib=(model_size * (run.processes_at_least or 1) if model_size is not None else None),
         padded_longest_tokens=padded,
         cutoff_candidate=cutoff[0],
@@ -669,6 +684,4 @@ def derive(facts: Facts, reuse: Derived | None = None) -> Derived:
         other_process_whose=_other_process_whose(facts),
         logits_evidence=logits_evidence,
         dominant_cause=_dominant_cause(facts, logits_evidence),
-        log_stop=stop.where if stop is not None else None,
-        log_stop_next=stop.next_kind if stop is not None else None,
     )
