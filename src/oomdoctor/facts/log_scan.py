@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from oomdoctor.facts import launcher, log_data_parallel, log_host_report
+from oomdoctor.facts import launcher
 from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
@@ -821,12 +821,16 @@ class LogScanner:
             self._run_reports(text)  # log_host_report.HINT / log_data_parallel.HINTS: rare, so one test first
 
     def _run_reports(self, text: str) -> None:
+        from oomdoctor.facts import log_data_parallel, log_host_report  # rare lines: off a plain log's path
+
         if log_host_report.HINT in text:
             self._host_ram_report(text)
         if any(h in text for h in log_data_parallel.HINTS):
             self._data_parallel(text)
 
     def _data_parallel(self, text: str) -> None:
+        from oomdoctor.facts import log_data_parallel
+
         line = log_data_parallel.data_parallel_line(text)
         if line is not None:
             run = self.run
@@ -835,6 +839,8 @@ class LogScanner:
             run.data_parallel_gpus = line.gpus or by_batch or run.data_parallel_gpus
 
     def _host_ram_report(self, text: str) -> None:
+        from oomdoctor.facts import log_host_report
+
         report = log_host_report.host_ram_report(text)
         if report is not None:
             self.run.host_ram_percent, self.run.host_ram_used_gib = report.percent, report.used_gib
