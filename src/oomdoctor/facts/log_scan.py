@@ -807,7 +807,7 @@ class LogScanner:
             self._card(text)
         if "ZeRO stage" in text or "zero_optimization_stage" in text:
             self._zero_stage(text)
-        if t.marker_any.search(text) or (t.marker_hints is not None and t.marker_hints.search(text)):
+        if self._marker_line(text):
             self._context_marker(text)
         elif t.run_start.search(text):
             self._restart_if_failed()
@@ -867,6 +867,16 @@ class LogScanner:
             if m:
                 self.run.zero_stage = int(m.group("stage"))
                 return
+
+    def _marker_line(self, text: str) -> bool:
+        """A marker matches the line. A marker with hints is tried only on a line holding one of them (one
+        search for all the hints: most lines hold none), the others in one combined search."""
+        t = self.t
+        if t.marker_any is not None and t.marker_any.search(text):
+            return True
+        if t.marker_hints is None or not t.marker_hints.search(text):
+            return False
+        return any(marker.pattern.search(text) for marker in t.markers)
 
     def _context_marker(self, text: str) -> None:
         """Setup markers mark the run; the first other marker sets the phase context (a run start after a

@@ -90,7 +90,7 @@ class Tables:
     frames: tuple[FrameRule, ...]
     code: tuple[CodeRule, ...]
     markers: tuple[Marker, ...]
-    marker_any: re.Pattern[str]
+    marker_any: re.Pattern[str] | None  # the markers without hints, in one search (None: every one has hints)
     marker_hints: re.Pattern[str] | None  # the hints of the markers left out of marker_any
     load_bars: tuple[str, ...]
     train_bar_words: frozenset[str]
@@ -125,8 +125,14 @@ _NAMED_GROUP = lazy(r"[(][?]P<[A-Za-z_]\w*>")
 
 
 def _literals(words: list[str]) -> re.Pattern[str] | None:
-    """One search for any of these plain substrings (None: none)."""
-    return lazy("|".join(re.escape(w) for w in words)) if words else None
+    """One search for any of these plain substrings (None: none). A word holding another is left out: the
+    shorter one finds every line the longer one would."""
+    kept = sorted({w for w in words if not any(o in w and o != w for o in words)})
+    return lazy("|".join(re.escape(w) for w in kept)) if kept else None
+
+
+def _any_of_or_none(patterns: list[str]) -> re.Pattern[str] | None:
+    return _any_of(patterns) if patterns else None
 
 
 def _any_of(patterns: list[str]) -> re.Pattern[str]:
@@ -153,7 +159,7 @@ def tables() -> Tables:
         markers=_markers(raw),
         # a marker with a `hint` is tried only on lines holding one of its hints (rare lines: kept out of the
         # combined search every line pays for)
-        marker_any=_any_of([m["pattern"] for m in raw["markers"] if not m.get("hint")]),
+        marker_any=_any_of_or_none([m["pattern"] for m in raw["markers"] if not m.get("hint")]),
         marker_hints=_literals([h for m in raw["markers"] for h in m.get("hint") or ()]),
         allocator_warnings=tuple(
             AllocatorWarning(lazy(w["pattern"]), w.get("count")) for w in raw["allocator_warnings"]
