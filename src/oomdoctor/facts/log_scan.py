@@ -815,7 +815,7 @@ class LogScanner:
             self._banner(text)
         if t.allocator_any.search(text):
             self._allocator_warning(text)
-        if t.step_counter_any is not None and t.step_counter_any.search(text):
+        if self._step_line(text):
             self._step_counter(text)
         if "CPU Virtual" in text or "n_gpu" in text or "DataParallel" in text or "nn/parallel/" in text:
             self._run_reports(text)  # log_host_report.HINT / log_data_parallel.HINTS: rare, so one test first
@@ -844,6 +844,15 @@ class LogScanner:
         report = log_host_report.host_ram_report(text)
         if report is not None:
             self.run.host_ram_percent, self.run.host_ram_used_gib = report.percent, report.used_gib
+
+    def _step_line(self, text: str) -> bool:
+        """A trainer's step line (the tables' ``step_counters``), tried only on a line holding a hint."""
+        t = self.t
+        if t.step_counter_any is None or (
+            t.step_counter_hints is not None and not t.step_counter_hints.search(text)
+        ):
+            return False
+        return t.step_counter_any.search(text) is not None
 
     def _step_counter(self, text: str) -> None:
         """A trainer's own step line ("Epoch:[1/1](2/19994)", "Step [120/1563]"): read like the train bar,

@@ -110,6 +110,7 @@ class Tables:
     trainer_log: str
     step_counters: tuple[re.Pattern[str], ...] = ()  # other trainers' step lines: groups n (done) and total
     step_counter_any: re.Pattern[str] | None = None
+    step_counter_hints: re.Pattern[str] | None = None  # a line holds none: no step line (None: no pre-check)
     early_steps: int = 0  # completed steps up to which an OOM's phase is asked (first_batch or long_sample)
     # (method pattern, phase, why) of the task a Ray memory monitor kill names
     ray_task_phases: tuple[tuple[re.Pattern[str], str, Text], ...] = ()
@@ -232,8 +233,13 @@ def _progress_tables(raw: dict[str, Any]) -> dict[str, Any]:
         "ray_task_phases": tuple(
             (lazy(r["method"]), str(r["phase"]), _why(r)) for r in raw.get("ray_task_phases") or ()
         ),
-        "step_counters": tuple(re.compile(c["pattern"]) for c in counters),
+        "step_counters": tuple(lazy(c["pattern"]) for c in counters),
         "step_counter_any": _any_of([c["pattern"] for c in counters]) if counters else None,
+        "step_counter_hints": (
+            _literals([h for c in counters for h in c["hint"]])
+            if all(c.get("hint") for c in counters)
+            else None
+        ),
     }
 
 
