@@ -885,7 +885,7 @@ class LogScanner:
             return True
         if t.marker_hints is None or not t.marker_hints.search(text):
             return False
-        return any(marker.pattern.search(text) for marker in t.markers)
+        return any(m.hints and m.may_match(text) and m.pattern.search(text) for m in t.markers)
 
     def _context_marker(self, text: str) -> None:
         """Setup markers mark the run; the first other marker sets the phase context (a run start after a
@@ -893,7 +893,7 @@ class LogScanner:
         run, snap = self.run, self.run.snap
         t = self.t
         for marker in t.markers:
-            if not marker.pattern.search(text):
+            if not marker.may_match(text) or not marker.pattern.search(text):
                 continue
             if marker.after is not None and snap.context != marker.after:
                 continue

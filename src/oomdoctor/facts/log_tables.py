@@ -69,6 +69,12 @@ class Marker:
     # a load that happens inside a training step (an RL trainer's generator waking up for its rollout): the
     # steps already completed do not contradict it
     in_step: bool = False
+    hints: tuple[str, ...] = ()  # plain substrings one of which every line it matches holds (none: not said)
+
+    def may_match(self, text: str) -> bool:
+        """The line holds one of the hints (or the marker has none), so the pattern is worth trying (and
+        compiling: a marker whose hint never shows up in a log is never compiled)."""
+        return not self.hints or any(h in text for h in self.hints)
 
 
 @dataclass(frozen=True)
@@ -216,6 +222,7 @@ def _markers(raw: dict[str, Any]) -> tuple[Marker, ...]:
             warns=bool(m.get("warns", False)),
             sharding=m.get("sharding"),
             in_step=bool(m.get("in_step", False)),
+            hints=tuple(m.get("hint") or ()),
         )
         for m in raw["markers"]
     )
