@@ -12,7 +12,7 @@ from oomdoctor.i18n import msg
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import LoadedNode, RuleSet
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question
-from oomdoctor.rules.walk import Walk, walk_rules
+from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 
 # Questions go out one tier at a time, the most decisive first: which memory ran out (the GPU's or the
 # host's: a host-RAM failure has its own changes in every phase, so nothing GPU-side is proposed before it)
@@ -73,11 +73,13 @@ def _open_builtin_keys(facts: Facts) -> list[str]:
 
 class _Walks:
     """The walks of one choose_questions call, one per set of extra answers: the same answers (in any order)
-    come up under several questions and contexts, and a walk depends on nothing else."""
+    come up under several questions and contexts, and a walk depends on nothing else. Where only the top rule
+    is wanted, the walk stops at it (walk.top_rule)."""
 
     def __init__(self, facts: Facts, rules: RuleSet, walk: Walk) -> None:
         self._facts, self._rules = facts, rules
         self._seen: dict[frozenset[tuple[str, str]], Walk] = {frozenset(): walk}
+        self._tops: dict[frozenset[tuple[str, str]], str | None] = {}
 
     def walk(self, answers: dict[str, str]) -> Walk:
         """The walk if the user also gave ``answers``."""
@@ -90,7 +92,12 @@ class _Walks:
 
     def top(self, answers: dict[str, str]) -> str | None:
         """The rule proposed if the user also gave ``answers``."""
-        return self.walk(answers).top
+        key = frozenset(answers.items())
+        if key in self._seen:
+            return self._seen[key].top
+        if key not in self._tops:
+            self._tops[key] = top_rule(self._facts.with_answers(answers), self._rules)
+        return self._tops[key]
 
 
 def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]:
