@@ -848,18 +848,27 @@ class LogScanner:
     def _step_line(self, text: str) -> bool:
         """A trainer's step line (the tables' ``step_counters``), tried only on a line holding a hint."""
         t = self.t
-        if t.step_counter_any is None or (
-            t.step_counter_hints is not None and not t.step_counter_hints.search(text)
-        ):
+        if t.step_counter_any is None or t.step_counter_hints is None:
+            return t.step_counter_any is not None and t.step_counter_any.search(text) is not None
+        if not t.step_counter_hints.search(text):
             return False
-        return t.step_counter_any.search(text) is not None
+        return any(pattern.search(text) for pattern in self._hinted_step_counters(text))
+
+    def _hinted_step_counters(self, text: str) -> list[re.Pattern[str]]:
+        """The step lines worth trying on this line, in the tables' order: those with a hint in it (or none:
+        tried anywhere). One never tried is never compiled."""
+        t = self.t
+        hints = t.step_counter_entry_hints or ((),) * len(t.step_counters)
+        return [
+            p for p, own in zip(t.step_counters, hints, strict=True) if not own or any(h in text for h in own)
+        ]
 
     def _step_counter(self, text: str) -> None:
         """A trainer's own step line ("Epoch:[1/1](2/19994)", "Step [120/1563]"): read like the train bar,
         outside an evaluation."""
         if self.run.snap.context == "eval":
             return
-        for pattern in self.t.step_counters:
+        for pattern in self._hinted_step_counters(text):
             m = pattern.search(text)
             if m is None:
                 continue

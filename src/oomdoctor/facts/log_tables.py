@@ -117,6 +117,7 @@ class Tables:
     step_counters: tuple[re.Pattern[str], ...] = ()  # other trainers' step lines: groups n (done) and total
     step_counter_any: re.Pattern[str] | None = None
     step_counter_hints: re.Pattern[str] | None = None  # a line holds none: no step line (None: no pre-check)
+    step_counter_entry_hints: tuple[tuple[str, ...], ...] = ()  # each entry's own (empty: try it on any line)
     early_steps: int = 0  # completed steps up to which an OOM's phase is asked (first_batch or long_sample)
     # (method pattern, phase, why) of the task a Ray memory monitor kill names
     ray_task_phases: tuple[tuple[re.Pattern[str], str, Text], ...] = ()
@@ -247,6 +248,7 @@ def _progress_tables(raw: dict[str, Any]) -> dict[str, Any]:
             if all(c.get("hint") for c in counters)
             else None
         ),
+        "step_counter_entry_hints": tuple(tuple(c.get("hint") or ()) for c in counters),
     }
 
 
