@@ -132,10 +132,16 @@ def _why(entry: dict[str, Any]) -> Text:
 _NAMED_GROUP = lazy(r"[(][?]P<[A-Za-z_]\w*>")
 
 
+# A pre-check's words are cut to this many characters: a line holding a word holds its start too, the entries'
+# own tests follow, and a shorter alternation compiles faster (the markers' hints: 0.9 -> 0.7 ms).
+_PRE_CHECK_CHARS = 16
+
+
 def _literals(words: list[str]) -> re.Pattern[str] | None:
-    """One search for any of these plain substrings (None: none). A word holding another is left out: the
-    shorter one finds every line the longer one would."""
-    kept = sorted({w for w in words if not any(o in w and o != w for o in words)})
+    """One search for any of these plain substrings, each cut to its start (None: none). A word holding
+    another is left out: the shorter one finds every line the longer one would."""
+    cut = {w[:_PRE_CHECK_CHARS] for w in words}
+    kept = sorted(w for w in cut if not any(o in w and o != w for o in cut))
     return lazy("|".join(re.escape(w) for w in kept)) if kept else None
 
 
