@@ -41,3 +41,19 @@ def test_counters_that_are_not_training_steps_are_not_read() -> None:
     assert evaluation.good_steps is None and evaluation.phase == "eval"
     for line in ("lr_scheduler step_size 3/4 of the epochs", "stepped 3/4 of the way", "Step 12/7 done"):
         assert parse_log_text(line + "\n" + OOM + "\n").good_steps is None, line
+
+
+def test_each_counter_alternative_carries_its_hint_and_its_examples_pass_the_pre_check() -> None:
+    """The scanner tries the step lines only on a line holding a hint (log_tables.step_counter_hints): an
+    alternative without one could never match, and each example must get past the pre-check."""
+    from test_log_tables import _top_level_alternatives
+
+    t = tables()
+    assert t.step_counter_hints is not None
+    for counter in t.raw["step_counters"]:
+        for alternative in _top_level_alternatives(counter["pattern"]):
+            literal = alternative.replace("\\", "")
+            assert any(h in literal for h in counter["hint"]), (counter["pattern"], alternative)
+        for example in counter["examples"]:
+            assert t.step_counter_hints.search(example), example
+    assert not t.step_counter_hints.search("{'loss': 1.2, 'learning_rate': 2e-05, 'epoch': 0.5}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from oomdoctor.facts.log_oom_loose import fill_loose
 from oomdoctor.lazyre import lazy
 
 _UNIT_MIB = {
@@ -116,6 +115,8 @@ def parse_oom_numbers(text: str) -> OomNumbers:
     n.current_active_mib = _one(_SIZE + r" current active", text)
     _read_cut_tail(n, text)
     if n.requested_mib is None or n.free_mib is None or n.capacity_mib is None:
+        from oomdoctor.facts.log_oom_loose import fill_loose
+
         fill_loose(n, text, size_to_mib)  # words mangled (OCR, lost spaces): facts/log_oom_loose.py
     if n.reserved_mib is not None and n.allocated_mib is not None and n.reserved_unallocated_mib is None:
         n.reserved_unallocated_mib = round(max(0.0, n.reserved_mib - n.allocated_mib), 2)

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from oomdoctor.facts import launcher, log_data_parallel, log_host_report
+from oomdoctor.facts import launcher
 from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
@@ -808,7 +808,7 @@ class LogScanner:
             self._card(text)
         if "ZeRO stage" in text or "zero_optimization_stage" in text:
             self._zero_stage(text)
-        if t.marker_any.search(text) or (t.marker_hints is not None and t.marker_hints.search(text)):
+        if self._marker_line(text):
             self._context_marker(text)
         elif t.run_start.search(text):
             self._restart_if_failed()
@@ -816,18 +816,22 @@ class LogScanner:
             self._banner(text)
         if t.allocator_any.search(text):
             self._allocator_warning(text)
-        if t.step_counter_any is not None and t.step_counter_any.search(text):
+        if self._step_line(text):
             self._step_counter(text)
         if "CPU Virtual" in text or "n_gpu" in text or "DataParallel" in text or "nn/parallel/" in text:
             self._run_reports(text)  # log_host_report.HINT / log_data_parallel.HINTS: rare, so one test first
 
     def _run_reports(self, text: str) -> None:
+        from oomdoctor.facts import log_data_parallel, log_host_report  # rare lines: off a plain log's path
+
         if log_host_report.HINT in text:
             self._host_ram_report(text)
         if any(h in text for h in log_data_parallel.HINTS):
             self._data_parallel(text)
 
     def _data_parallel(self, text: str) -> None:
+        from oomdoctor.facts import log_data_parallel
+
         line = log_data_parallel.data_parallel_line(text)
         if line is not None:
             run = self.run
@@ -836,16 +840,36 @@ class LogScanner:
             run.data_parallel_gpus = line.gpus or by_batch or run.data_parallel_gpus
 
     def _host_ram_report(self, text: str) -> None:
+        from oomdoctor.facts import log_host_report
+
         report = log_host_report.host_ram_report(text)
         if report is not None:
             self.run.host_ram_percent, self.run.host_ram_used_gib = report.percent, report.used_gib
+
+    def _step_line(self, text: str) -> bool:
+        """A trainer's step line (the tables' ``step_counters``), tried only on a line holding a hint."""
+        t = self.t
+        if t.step_counter_any is None or t.step_counter_hints is None:
+            return t.step_counter_any is not None and t.step_counter_any.search(text) is not None
+        if not t.step_counter_hints.search(text):
+            return False
+        return any(pattern.search(text) for pattern in self._hinted_step_counters(text))
+
+    def _hinted_step_counters(self, text: str) -> list[re.Pattern[str]]:
+        """The step lines worth trying on this line, in the tables' order: those with a hint in it (or none:
+        tried anywhere). One never tried is never compiled."""
+        t = self.t
+        hints = t.step_counter_entry_hints or ((),) * len(t.step_counters)
+        return [
+            p for p, own in zip(t.step_counters, hints, strict=True) if not own or any(h in text for h in own)
+        ]
 
     def _step_counter(self, text: str) -> None:
         """A trainer's own step line ("Epoch:[1/1](2/19994)", "Step [120/1563]"): read like the train bar,
         outside an evaluation."""
         if self.run.snap.context == "eval":
             return
-        for pattern in self.t.step_counters:
+        for pattern in self._hinted_step_counters(text):
             m = pattern.search(text)
             if m is None:
                 continue
@@ -863,13 +887,23 @@ class LogScanner:
                 self.run.zero_stage = int(m.group("stage"))
                 return
 
+    def _marker_line(self, text: str) -> bool:
+        """A marker matches the line. A marker with hints is tried only on a line holding one of them (one
+        search for all the hints: most lines hold none), the others in one combined search."""
+        t = self.t
+        if t.marker_any is not None and t.marker_any.search(text):
+            return True
+        if t.marker_hints is None or not t.marker_hints.search(text):
+            return False
+        return any(m.hints and m.may_match(text) and m.pattern.search(text) for m in t.markers)
+
     def _context_marker(self, text: str) -> None:
         """Setup markers mark the run; the first other marker sets the phase context (a run start after a
         failure starts a new run first)."""
         run, snap = self.run, self.run.snap
         t = self.t
         for marker in t.markers:
-            if not marker.pattern.search(text):
+            if not marker.may_match(text) or not marker.pattern.search(text):
                 continue
             if marker.after is not None and snap.context != marker.after:
                 continue

@@ -71,6 +71,12 @@ class Marker:
     in_step: bool = False
     # the line is a launcher's own (it started the run's processes): the run is under way, nothing loaded yet
     launch: bool = False
+    hints: tuple[str, ...] = ()  # plain substrings one of which every line it matches holds (none: not said)
+
+    def may_match(self, text: str) -> bool:
+        """The line holds one of the hints (or the marker has none), so the pattern is worth trying (and
+        compiling: a marker whose hint never shows up in a log is never compiled)."""
+        return not self.hints or any(h in text for h in self.hints)
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,7 @@ class Tables:
     frames: tuple[FrameRule, ...]
     code: tuple[CodeRule, ...]
     markers: tuple[Marker, ...]
-    marker_any: re.Pattern[str]
+    marker_any: re.Pattern[str] | None  # the markers without hints, in one search (None: every one has hints)
     marker_hints: re.Pattern[str] | None  # the hints of the markers left out of marker_any
     load_bars: tuple[str, ...]
     train_bar_words: frozenset[str]
@@ -112,6 +118,8 @@ class Tables:
     trainer_log: str
     step_counters: tuple[re.Pattern[str], ...] = ()  # other trainers' step lines: groups n (done) and total
     step_counter_any: re.Pattern[str] | None = None
+    step_counter_hints: re.Pattern[str] | None = None  # a line holds none: no step line (None: no pre-check)
+    step_counter_entry_hints: tuple[tuple[str, ...], ...] = ()  # each entry's own (empty: try it on any line)
     early_steps: int = 0  # completed steps up to which an OOM's phase is asked (first_batch or long_sample)
     # (method pattern, phase, why) of the task a Ray memory monitor kill names
     ray_task_phases: tuple[tuple[re.Pattern[str], str, Text], ...] = ()
@@ -126,9 +134,21 @@ def _why(entry: dict[str, Any]) -> Text:
 _NAMED_GROUP = lazy(r"[(][?]P<[A-Za-z_]\w*>")
 
 
+# A pre-check's words are cut to this many characters: a line holding a word holds its start too, the entries'
+# own tests follow, and a shorter alternation compiles faster (the markers' hints: 0.9 -> 0.7 ms).
+_PRE_CHECK_CHARS = 16
+
+
 def _literals(words: list[str]) -> re.Pattern[str] | None:
-    """One search for any of these plain substrings (None: none)."""
-    return lazy("|".join(re.escape(w) for w in words)) if words else None
+    """One search for any of these plain substrings, each cut to its start (None: none). A word holding
+    another is left out: the shorter one finds every line the longer one would."""
+    cut = {w[:_PRE_CHECK_CHARS] for w in words}
+    kept = sorted(w for w in cut if not any(o in w and o != w for o in cut))
+    return lazy("|".join(re.escape(w) for w in kept)) if kept else None
+
+
+def _any_of_or_none(patterns: list[str]) -> re.Pattern[str] | None:
+    return _any_of(patterns) if patterns else None
 
 
 def _any_of(patterns: list[str]) -> re.Pattern[str]:
@@ -155,7 +175,7 @@ def tables() -> Tables:
         markers=_markers(raw),
         # a marker with a `hint` is tried only on lines holding one of its hints (rare lines: kept out of the
         # combined search every line pays for)
-        marker_any=_any_of([m["pattern"] for m in raw["markers"] if not m.get("hint")]),
+        marker_any=_any_of_or_none([m["pattern"] for m in raw["markers"] if not m.get("hint")]),
         marker_hints=_literals([h for m in raw["markers"] for h in m.get("hint") or ()]),
         allocator_warnings=tuple(
             AllocatorWarning(lazy(w["pattern"]), w.get("count")) for w in raw["allocator_warnings"]
@@ -212,6 +232,7 @@ def _markers(raw: dict[str, Any]) -> tuple[Marker, ...]:
             sharding=m.get("sharding"),
             in_step=bool(m.get("in_step", False)),
             launch=bool(m.get("launch", False)),
+            hints=tuple(m.get("hint") or ()),
         )
         for m in raw["markers"]
     )
@@ -229,8 +250,14 @@ def _progress_tables(raw: dict[str, Any]) -> dict[str, Any]:
         "ray_task_phases": tuple(
             (lazy(r["method"]), str(r["phase"]), _why(r)) for r in raw.get("ray_task_phases") or ()
         ),
-        "step_counters": tuple(re.compile(c["pattern"]) for c in counters),
+        "step_counters": tuple(lazy(c["pattern"]) for c in counters),
         "step_counter_any": _any_of([c["pattern"] for c in counters]) if counters else None,
+        "step_counter_hints": (
+            _literals([h for c in counters for h in c["hint"]])
+            if all(c.get("hint") for c in counters)
+            else None
+        ),
+        "step_counter_entry_hints": tuple(tuple(c.get("hint") or ()) for c in counters),
     }
 
 

@@ -12,7 +12,7 @@ from oomdoctor.i18n import msg
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import LoadedNode, RuleSet
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question
-from oomdoctor.rules.walk import Walk, walk_rules
+from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 
 # Questions go out one tier at a time, the most decisive first: which memory ran out (the GPU's or the
 # host's: a host-RAM failure has its own changes in every phase, so nothing GPU-side is proposed before it)
@@ -71,6 +71,35 @@ def _open_builtin_keys(facts: Facts) -> list[str]:
     return [key for key in open_keys if key not in answered]
 
 
+class _Walks:
+    """The walks of one choose_questions call, one per set of extra answers: the same answers (in any order)
+    come up under several questions and contexts, and a walk depends on nothing else. Where only the top rule
+    is wanted, the walk stops at it (walk.top_rule)."""
+
+    def __init__(self, facts: Facts, rules: RuleSet, walk: Walk) -> None:
+        self._facts, self._rules = facts, rules
+        self._seen: dict[frozenset[tuple[str, str]], Walk] = {frozenset(): walk}
+        self._tops: dict[frozenset[tuple[str, str]], str | None] = {}
+
+    def walk(self, answers: dict[str, str]) -> Walk:
+        """The walk if the user also gave ``answers``."""
+        key = frozenset(answers.items())
+        found = self._seen.get(key)
+        if found is None:
+            found = walk_rules(self._facts.with_answers(answers), self._rules, with_effect=False)
+            self._seen[key] = found
+        return found
+
+    def top(self, answers: dict[str, str]) -> str | None:
+        """The rule proposed if the user also gave ``answers``."""
+        key = frozenset(answers.items())
+        if key in self._seen:
+            return self._seen[key].top
+        if key not in self._tops:
+            self._tops[key] = top_rule(self._facts.with_answers(answers), self._rules)
+        return self._tops[key]
+
+
 def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]:
     """Ask only what could change the proposal, one tier at a time, most decisive first (QUESTION_TIERS):
     a question none of whose answers changes the proposed rule is noise, and so is a card question while the
@@ -83,13 +112,14 @@ def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]
     open_keys = _open_builtin_keys(facts)
     tiers = [[key for key in tier if key in open_keys] for tier in QUESTION_TIERS]
     tiers[-1] += list(node_asks)
+    walks = _Walks(facts, rules, walk)
     for index, tier in enumerate(tiers):
         later = [key for rest in tiers[index + 1 :] for key in rest]
         asked = []
         for key in tier:
             beside = [k for k in tier if k != key] + later  # the tier's other questions are answered too
             context_keys = [k for k in beside if k not in SETTLED_BY.get(key, ())]
-            brings = _answer_that_changes(key, facts, rules, context_keys, walk.top)
+            brings = _answer_that_changes(key, rules, context_keys, walks)
             if brings is None:
                 continue
             if key in node_asks:
@@ -98,10 +128,10 @@ def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]
                 asked.append(builtin_question(key, brings or "engine"))
         if asked:
             return asked
-    return _phase_beside(facts, rules, walk, open_keys)
+    return _phase_beside(rules, walk, open_keys, walks)
 
 
-def _phase_beside(facts: Facts, rules: RuleSet, walk: Walk, open_keys: list[str]) -> list[Question]:
+def _phase_beside(rules: RuleSet, walk: Walk, open_keys: list[str], walks: _Walks) -> list[Question]:
     """The phase, when no answer changes the proposal but one changes its alternatives: a change that frees
     memory outside the run (stop the other job) is the first step wherever it ran out, and what to change in
     the run if that cannot be done depends on where it ran out."""
@@ -109,10 +139,7 @@ def _phase_beside(facts: Facts, rules: RuleSet, walk: Walk, open_keys: list[str]
         return []
     current = _alternative(walk)
     for value in rules.questions["phase"].allowed:
-        if (
-            _alternative(walk_rules(facts.with_answers({"phase": value}), rules, with_effect=False))
-            != current
-        ):
+        if _alternative(walks.walk({"phase": value})) != current:
             return [builtin_question("phase", walk.candidates[0][1].rule)]
     return []
 
@@ -121,16 +148,7 @@ def _alternative(walk: Walk) -> str | None:
     return walk.candidates[1][1].rule if len(walk.candidates) > 1 else None
 
 
-def _top_with(facts: Facts, rules: RuleSet, answers: dict[str, str]) -> str | None:
-    """The rule proposed if the user also gave ``answers``."""
-    if not answers:
-        return walk_rules(facts, rules, with_effect=False).top
-    return walk_rules(facts.with_answers(answers), rules, with_effect=False).top
-
-
-def _answer_that_changes(
-    key: str, facts: Facts, rules: RuleSet, context_keys: list[str], current: str | None
-) -> str | None:
+def _answer_that_changes(key: str, rules: RuleSet, context_keys: list[str], walks: _Walks) -> str | None:
     """The rule some answer to ``key`` would propose instead ("" when that answer leaves no proposal), or None
     when no answer changes the proposal. The later questions' answers are tried too (each combination), so
     the phase is worth asking even when a proposal also needs the memory kind, which is asked next."""
@@ -139,9 +157,9 @@ def _answer_that_changes(
         choices = [rules.questions[k].allowed for k in context_keys]
         contexts += [dict(zip(context_keys, combo, strict=True)) for combo in itertools.product(*choices)]
     for context in contexts:
-        base = _top_with(facts, rules, context) if context else current
+        base = walks.top(context)
         for value in rules.questions[key].allowed:
-            top = _top_with(facts, rules, {**context, key: value})
+            top = walks.top({**context, key: value})
             if top != base:
                 return top or ""
     return None

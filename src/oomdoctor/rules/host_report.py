@@ -9,7 +9,6 @@ that share proves nothing either way (the question stays).
 
 from __future__ import annotations
 
-from oomdoctor.facts.log_host_report import full_percent
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.log_stop import log_stop
 
@@ -17,6 +16,8 @@ from oomdoctor.rules.log_stop import log_stop
 def host_full_at_stop(facts: Facts) -> bool:
     """The log stops silently before any training step and the run's last host RAM report (printed while it
     set up) was at or above the full share."""
+    from oomdoctor.facts.log_host_report import full_percent  # only a log with a host RAM report reads it
+
     log = facts.log
     if log is None or log.host_ram_percent is None or log.host_ram_percent < full_percent():
         return False

@@ -156,6 +156,12 @@ def _contains(value: Any, operand: Any, _resolve: Resolve) -> Tri:
 
 
 def _contains_any(value: Any, operand: Any, _resolve: Resolve) -> Tri:
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, list | tuple | set) and all(isinstance(item, str) for item in value):
+        # the same test as _contains_one's, with each of the fact's strings lowered once (frames x needles)
+        lowered = [item.lower() for item in value]
+        return any(isinstance(n, str) and any(n.lower() in item for item in lowered) for n in operand)
     return any(_contains_one(value, needle) for needle in operand)
 
 

@@ -92,3 +92,34 @@ def _visit(loaded: LoadedNode, facts: Facts, walk: Walk, with_effect: bool) -> N
         return
     if proposal is not None:
         walk.candidates.append((node, proposal, notes))
+
+
+def top_rule(facts: Facts, rules: RuleSet) -> str | None:
+    """``walk_rules(facts, rules, with_effect=False).top``, found without walking past it: the nodes in rank
+    order, the first one that proposes something is the top one (a later node can neither come before it nor
+    drop it). What-if questions ask this of many answer sets and need nothing else of the walk."""
+    for fallback in (False, True):
+        located = [
+            loaded
+            for loaded in rules
+            if loaded.node.fallback is fallback and facts.derived.phase in loaded.node.locates.phase
+        ]
+        for loaded in sorted(located, key=lambda item: (item.node.rank, item.node.id)):
+            proposal = _proposal_of(loaded, facts)
+            if proposal is not None:
+                return proposal.rule
+    return None
+
+
+def _proposal_of(loaded: LoadedNode, facts: Facts) -> Proposal | None:
+    """What the node proposes for these facts (no effect computed), None when it proposes nothing."""
+    node = loaded.node
+    if evaluate(node.when, facts) is not True:
+        return None
+    if any(evaluate(g.when, facts) is True for g in node.guards):
+        return None
+    try:
+        proposal, _ = build_proposal(loaded, facts, with_effect=False)
+    except ChangeNotComputable:
+        return None
+    return proposal
