@@ -28,12 +28,19 @@ OOM = (
 
 def test_a_failure_while_the_model_is_set_up_is_at_load() -> None:
     f = parse_log_text(SETUP + OOM)
-    assert f.phase == "load" and any("torchtune was setting up the model" in e for e in f.phase_evidence)
+    assert f.phase == "load" and any("torchtune was setting up its recipe" in e for e in f.phase_evidence)
 
 
 def test_a_failure_after_the_set_up_is_the_first_step() -> None:
     f = parse_log_text(SETUP + AFTER_SETUP + OOM)
     assert f.phase == "first_batch" and f.training_started
+
+
+def test_a_failure_while_the_recipe_builds_its_optimizer_or_data_is_still_set_up() -> None:
+    """Training starts only once the scheduler (or the profiler) is set up; the data is built before it."""
+    built = "".join(AFTER_SETUP.splitlines(keepends=True)[:4])  # up to "Dataset and Sampler are initialized."
+    f = parse_log_text(SETUP + built + OOM)
+    assert f.phase == "load" and not f.training_started
 
 
 def test_after_the_first_steps_it_is_a_later_step() -> None:
