@@ -56,7 +56,7 @@ def _plain(renderable: Any) -> str:
 
 
 def _term_name(term: str, lang: str) -> str:
-    entry = catalogue.lookup("shared", f"term_{term}")
+    entry = catalogue.lookup(catalogue.SHARED, f"term_{term}")
     assert entry is not None, term
     return entry[lang]
 
