@@ -135,12 +135,6 @@ class Account:
     def unclear(self) -> tuple[Listed, ...]:
         return tuple(p for p in self.listed if p.whose == "unclear")
 
-    @property
-    def unused_reserve_share(self) -> float | None:
-        if self.reserved_unused_mib is None or not self.capacity_mib:
-            return None
-        return self.reserved_unused_mib / self.capacity_mib
-
 
 def _slack(capacity: float) -> float:
     return max(SLACK_MIN_MIB, SLACK_SHARE * capacity)

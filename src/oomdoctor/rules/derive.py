@@ -493,12 +493,6 @@ def _precision_stated(config: ConfigFacts | None) -> bool:
     return bool(PRECISION_KEYS & written) or written >= WHOLE_CONFIG_KEYS
 
 
-def _reserve_share(log: LogFacts | None) -> float | None:
-    if log is None or log.reserved_unallocated_mib is None or not log.capacity_mib:
-        return None
-    return log.reserved_unallocated_mib / log.capacity_mib
-
-
 def _eval_batch(facts: Facts) -> int | None:
     """The evaluation batch in effect; a `llamafactory-cli eval` benchmark run (task:) reads batch_size, whose
     default is LLaMA-Factory's (the defaults table in facts/config.py; None while the table lacks it)."""
@@ -674,7 +668,6 @@ def _with_sizes(facts: Facts, run: Derived, reuse: Derived | None) -> Derived:
         weights_share=weights_share,
         weights_fill_step=_weights_fill_step(facts, weights_share, run.finetuning_type, phase),
         request_is_step_tensor=_request_is_step_tensor(log, phase),
-        reserve_share=_reserve_share(log),
         host_ram_needed_mib=(model_size * (run.processes_at_least or 1) if model_size is not None else None),
         padded_longest_tokens=padded,
         cutoff_candidate=cutoff[0],

@@ -232,9 +232,6 @@ class Derived:
         "False for a fragment (a thread's few keys), whose missing precision is unknown, not fp32",
         False,
     )
-    reserve_share: float | None = _fact(
-        "the unused reserve (reserved by PyTorch but unallocated) as a share of the card; None when unknown"
-    )
 
 
 # name -> what it means (the loader rejects any other derived.<name> in a rule file).
