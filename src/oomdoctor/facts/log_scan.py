@@ -29,6 +29,9 @@ _BAR_TAIL = lazy(
 )
 # A loss or gradient norm that is not a number ("'grad_norm': nan", "Loss: nan"): training diverged.
 NONFINITE = lazy(r"(?:loss|Loss|grad_norm)'?\s?[:=]\s?'?(?:nan|-?inf)\b")
+# Lines the rare run reports may be on (log_host_report.HINT, log_data_parallel.HINTS), tested here before those
+# modules are imported, so a plain log never loads them; tests/unit/test_log_run_reports.py keeps the two in step.
+RUN_REPORT_GATE = ("CPU Virtual", "n_gpu", "DataParallel", "nn/parallel/")
 # the literals every NONFINITE match holds (its regex's own literals, "loss", are in every progress line)
 NONFINITE_NEEDLES = (" nan", ":nan", "=nan", "'nan", " inf", ":inf", "=inf", "'inf", "-inf")
 # A bar's count right before its timing tail, the bar itself gone: "307/46384 [40:22<104:17:25,  8.15s/it]".
@@ -818,8 +821,8 @@ class LogScanner:
             self._allocator_warning(text)
         if self._step_line(text):
             self._step_counter(text)
-        if "CPU Virtual" in text or "n_gpu" in text or "DataParallel" in text or "nn/parallel/" in text:
-            self._run_reports(text)  # log_host_report.HINT / log_data_parallel.HINTS: rare, so one test first
+        if any(h in text for h in RUN_REPORT_GATE):
+            self._run_reports(text)
 
     def _run_reports(self, text: str) -> None:
         from oomdoctor.facts import log_data_parallel, log_host_report  # rare lines: off a plain log's path
