@@ -36,7 +36,7 @@ def _patterns() -> tuple[re.Pattern[str], ...]:
 @lru_cache(maxsize=1)
 def full_percent() -> float:
     """The share of the host's RAM in use from which a report counts as the host being full."""
-    return float(load_data_file(MARKERS_FILE).get("host_ram_full_percent") or 90)
+    return float(load_data_file(MARKERS_FILE)["host_ram_full_percent"])
 
 
 def host_ram_report(line: str) -> HostRamReport | None:
