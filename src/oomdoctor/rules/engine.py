@@ -24,7 +24,7 @@ from oomdoctor.rules.findings import fact_findings, without_guarded
 from oomdoctor.rules.loader import RuleSet, load_rules
 from oomdoctor.rules.proposals import ESTIMATE_PHASE, cause_of
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question
-from oomdoctor.rules.walk import Walk, walk_rules
+from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 
 __all__ = [
     "diagnose",
@@ -87,7 +87,7 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
     proposal = proposals[0] if proposals else None
     questions = choose_questions(facts, rules, walk)
     cause = _committed_cause(facts, proposal, rules)
-    if cause != "unknown" and _an_answer_names_another_cause(facts, rules, questions, cause):
+    if cause != "unknown" and _an_answer_names_another_cause(facts, rules, questions, cause, walk.top):
         cause = "unknown"  # asked: some answer to a node's own question puts another cause first
     return _diagnosis(
         facts,
@@ -102,18 +102,18 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
 
 
 def _an_answer_names_another_cause(
-    facts: Facts, rules: RuleSet, questions: list[Question], cause: str
+    facts: Facts, rules: RuleSet, questions: list[Question], cause: str, current: str | None
 ) -> bool:
     """Some answer to a node's own open question (``process_owner``, ``run_kind``...) makes a node that names
-    another cause than ``cause`` the proposal. The built-in questions are left out: an open memory kind or
-    phase leaves the cause open already, and a card fact only picks the change."""
-    current = walk_rules(facts, rules, with_effect=False).top
+    another cause than ``cause`` the proposal instead of ``current`` (the walk's top rule). The built-in
+    questions are left out: an open memory kind or phase leaves the cause open already, and a card fact only
+    picks the change."""
     for question in questions:
         if question.key in BUILTIN_QUESTIONS:
             continue
         for value in rules.questions[question.key].allowed:
             answered = facts.with_answers({question.key: value})
-            top = walk_rules(answered, rules, with_effect=False).top
+            top = top_rule(answered, rules)
             if top in (None, current):
                 continue
             if cause_of(rules.by_id[top].node, answered) not in (cause, "unknown"):
