@@ -11,9 +11,9 @@ builds spelled "capacty". Host allocators give bytes ("you tried to allocate 107
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from oomdoctor.lazyre import lazy
+from oomdoctor.records import field, record
 
 _UNIT_MIB = {
     "b": 1 / 1024**2,
@@ -49,7 +49,7 @@ def _one(pattern: str, text: str) -> float | None:
     return size_to_mib(m.group(1), m.group(2)) if m else None
 
 
-@dataclass
+@record
 class OomNumbers:
     """The sizes an out-of-memory message states, in MiB (None where it does not say)."""
 
