@@ -163,17 +163,24 @@ def _collect(cls: type) -> tuple[Field, ...]:
 class _Plan:
     """What the shared methods need of one record class, worked out once when the class is made."""
 
-    __slots__ = ("names", "steps", "known", "post_init", "repr_names", "compared", "frozen", "slots")
+    __slots__ = ("names", "steps", "template", "unfilled", "post_init", "repr_names", "compared", "slots")
 
-    def __init__(self, cls: type, fields: tuple[Field, ...], frozen: bool, slots: bool) -> None:
+    def __init__(self, cls: type, fields: tuple[Field, ...], slots: bool) -> None:
         self.names = tuple(f.name for f in fields)
         self.steps = tuple((f.name, f.default, f.default_factory) for f in fields)
-        self.known = frozenset(self.names)
+        # Every field in order with its default (MISSING where there is none): updating a copy with the
+        # arguments keeps the fields' order, as the generated __init__ assigns them.
+        self.template = {f.name: f.default for f in fields}
+        # The fields the template leaves MISSING: required (no factory) or made by their factory.
+        self.unfilled = tuple(
+            (f.name, None if f.default_factory is MISSING else f.default_factory)
+            for f in fields
+            if f.default is MISSING
+        )
         self.post_init = getattr(cls, "__post_init__", None)
         self.repr_names = tuple(f.name for f in fields if f.repr)
-        compared = [f.name for f in fields if f.compare]
-        self.compared = _tuple_getter(compared)
-        self.frozen, self.slots = frozen, slots
+        self.compared = _tuple_getter([f.name for f in fields if f.compare])
+        self.slots = slots
 
 
 def _tuple_getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
@@ -189,11 +196,12 @@ def _arguments_error(cls: type, plan: _Plan, args: tuple[Any, ...], kwargs: dict
     """The ``TypeError`` CPython raises for these arguments to a generated ``__init__``."""
     where = f"{cls.__qualname__}.__init__()"
     if len(args) > len(plan.names):
-        return TypeError(
-            f"{where} takes {len(plan.names) + 1} positional arguments but {len(args) + 1} were given"
-        )
+        required = sum(default is MISSING and factory is MISSING for _, default, factory in plan.steps)
+        most = len(plan.names) + 1
+        takes = f"{most}" if required + 1 == most else f"from {required + 1} to {most}"
+        return TypeError(f"{where} takes {takes} positional arguments but {len(args) + 1} were given")
     for name in kwargs:
-        if name not in plan.known:
+        if name not in plan.template:
             return TypeError(f"{where} got an unexpected keyword argument {name!r}")
         if name in plan.names[: len(args)]:
             return TypeError(f"{where} got multiple values for argument {name!r}")
@@ -209,32 +217,21 @@ def _arguments_error(cls: type, plan: _Plan, args: tuple[Any, ...], kwargs: dict
     return TypeError(f"{where} missing {len(missing)} required positional argument{s}: {listed}")
 
 
-def _values(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_Plan, dict[str, Any]]:
-    cls = type(self)
-    plan: _Plan = cls.__record_plan__
-    given = dict(zip(plan.names, args, strict=False)) if args else {}
-    if kwargs:
-        if len(given) + len(kwargs) != len(given | kwargs) or not plan.known.issuperset(kwargs):
-            raise _arguments_error(cls, plan, args, kwargs)
-        given.update(kwargs)
-    if len(args) > len(plan.names):
-        raise _arguments_error(cls, plan, args, kwargs)
-    values = {}
-    for name, default, factory in plan.steps:
-        value = given.get(name, MISSING)
-        if value is MISSING:
-            if default is not MISSING:
-                value = default
-            elif factory is not MISSING:
-                value = factory()
-            else:
-                raise _arguments_error(cls, plan, args, kwargs)
-        values[name] = value
-    return plan, values
-
-
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
-    plan, values = _values(self, args, kwargs)
+    plan: _Plan = type(self).__record_plan__
+    values = plan.template.copy()
+    if args:
+        if len(args) > len(plan.names) or (kwargs and not kwargs.keys().isdisjoint(plan.names[: len(args)])):
+            raise _arguments_error(type(self), plan, args, kwargs)
+        values.update(zip(plan.names, args, strict=False))
+    values.update(kwargs)
+    if len(values) != len(plan.names):  # a keyword that names no field
+        raise _arguments_error(type(self), plan, args, kwargs)
+    for name, factory in plan.unfilled:
+        if values[name] is MISSING:
+            if factory is None:
+                raise _arguments_error(type(self), plan, args, kwargs)
+            values[name] = factory()
     if plan.slots:
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -310,7 +307,7 @@ def _make(cls: type, frozen: bool, eq: bool, slots: bool) -> type:
     if slots:
         cls = _with_slots(cls, fields)
     cls.__record_fields__ = fields  # type: ignore[attr-defined]
-    cls.__record_plan__ = _Plan(cls, fields, frozen, slots)  # type: ignore[attr-defined]
+    cls.__record_plan__ = _Plan(cls, fields, slots)  # type: ignore[attr-defined]
     _set_if_absent(cls, "__init__", _init)
     _set_if_absent(cls, "__repr__", _repr)
     _set_if_absent(cls, "__match_args__", tuple(f.name for f in fields))
