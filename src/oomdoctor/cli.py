@@ -17,7 +17,7 @@ from typing import Any
 from oomdoctor import __version__
 from oomdoctor.errors import EXIT_BAD_INPUT, BadInput, one_line
 from oomdoctor.i18n import LANGS, Lang, default_lang, help_text, msg, set_help_lang
-from oomdoctor.lazyre import lazy
+from oomdoctor.lazyre import keep_new_forms, lazy
 
 # Each verb and the catalogue key of its one-line help; ``--help`` shows the user's language.
 VERBS: dict[str, str] = {
@@ -214,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         sys.stderr.write(f"oomdoctor: {one_line(crash_line(err))}\n")
         return EXIT_BAD_INPUT
+    finally:
+        keep_new_forms()  # the log patterns this start compiled, for the next one (lazyre)
 
 
 def crash_line(err: BaseException) -> str:

@@ -161,7 +161,8 @@ def tables() -> Tables:
     """Load and compile log_markers.yaml (once per process)."""
     raw = load_data_file(MARKERS_FILE)
     forms = _oom_forms(raw)
-    hints = sorted({h for f in forms for h in f.hints}, key=len, reverse=True)
+    # longest first; ties by text, so the pattern is the same text in every process (its compiled form is cached)
+    hints = sorted({h for f in forms for h in f.hints}, key=lambda h: (-len(h), h))
     return Tables(
         oom_forms=forms,
         oom_hint=lazy("|".join(re.escape(h) for h in hints)),
