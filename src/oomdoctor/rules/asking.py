@@ -22,8 +22,13 @@ from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 QUESTION_TIERS: tuple[tuple[str, ...], ...] = (
     ("memory_kind", "phase"),
     ("weights_loaded",),
+    ("card_gb",),
     ("card_bf16",),
 )
+# The card's size is asked in its own tier, once where and which memory are answered, and it is never tried
+# beside another question: its nine answers would multiply every other question's what-ifs, and the size is
+# worth asking only for what it changes itself.
+NEVER_BESIDE: frozenset[str] = frozenset({"card_gb"})
 
 # An answer to the key settles these facts too (a phase past loading means the weights loaded).
 SETTLED_BY: dict[str, tuple[str, ...]] = {"phase": ("weights_loaded",)}
@@ -68,6 +73,8 @@ def _open_builtin_keys(facts: Facts) -> list[str]:
         open_keys.append("memory_kind")
     if d.card_bf16 is None:
         open_keys.append("card_bf16")
+    if d.capacity_mib is None:
+        open_keys.append("card_gb")  # no flag, no total capacity in the log, no NVML
     return [key for key in open_keys if key not in answered]
 
 
@@ -118,6 +125,7 @@ def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]
         asked = []
         for key in tier:
             beside = [k for k in tier if k != key] + later  # the tier's other questions are answered too
+            beside = [k for k in beside if k not in NEVER_BESIDE]
             context_keys = [k for k in beside if k not in SETTLED_BY.get(key, ())]
             brings = _answer_that_changes(key, rules, context_keys, walks)
             if brings is None:

@@ -95,9 +95,9 @@ class Derived:
     )
     capacity_mib: float | None = _fact(
         "the card's memory, the one every report and the estimate use: the user's --gpu-mib, else the "
-        "log's total capacity (the card that ran out), else NVML's first GPU"
+        "log's total capacity (the card that ran out), else NVML's first GPU, else answers.card_gb"
     )
-    capacity_source: str | None = _fact("flag / log / nvml (None: unknown)")
+    capacity_source: str | None = _fact("flag / log / nvml / answer (None: unknown)")
     card_bf16: bool | None = _fact(
         "the training card computes in bf16: answers.card_bf16, else NVML's compute capability, else the "
         "card's name (NVML's or the log's) in the card table, else the run itself (a bf16 config whose log "
@@ -292,11 +292,13 @@ class Facts:
 
     def with_answers(self, answers: Mapping[str, str]) -> Facts:
         """The same readings assembled again with these answers added; the estimate and the costly cutoff
-        search do not depend on answers and are reused."""
+        search are reused while the answers leave the card's size and the world size as they were (an
+        answer to the card size question sizes them anew: ``assemble`` then makes both again)."""
         from oomdoctor.rules.assemble import assemble
 
-        readings = dataclasses.replace(self.readings, estimate=self.estimate)
-        return assemble(readings, {**self.answers, **answers}, reuse=self.derived)
+        return assemble(
+            self.readings, {**self.answers, **answers}, reuse=self.derived, reuse_estimate=self.estimate
+        )
 
     def with_data(self, data: DataFacts) -> Facts:
         """The same readings with measured lengths, assembled again (the estimate rebuilt on them)."""

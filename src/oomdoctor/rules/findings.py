@@ -174,6 +174,14 @@ def _request(facts: Facts) -> list[Finding]:
     )
 
 
+def _card_answered(facts: Facts) -> list[Finding]:
+    """The card's size came from the user's answer (no file said it): the report says so."""
+    d = facts.derived
+    if d.capacity_source != "answer":
+        return []
+    return finding("card_answered", gb=facts.answers.get("card_gb"), mib=mib_text(d.capacity_mib))
+
+
 def _reserve_would_fit(facts: Facts) -> list[Finding]:
     log = facts.log
     if log is None or not facts.derived.reserve_would_fit or not log.reserved_unallocated_mib:
@@ -463,6 +471,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _phase_by_schedule,
     _phase_by_logits_size,
     _request,
+    _card_answered,
     _reserve_would_fit,
     _alloc_retries,
     _self_listed,
