@@ -10,8 +10,9 @@ from ``Facts.derived`` and never work it out again.
                    >  the user's answer (card_gb)
     world size     given  >  LLaMA-Factory's "world size:"  >  a launcher line (torchrun/deepspeed/accelerate
                    arguments, WORLD_SIZE)  >  Ray's ray_num_workers  >  banner total / (batch x acc)
-                   >  WORLD_SIZE  >  a config built with one  >  1 when nothing shows several processes;
-                   unknown when a rank or GPU number proves several (it is only ``processes_at_least``)
+                   >  WORLD_SIZE  >  a config built with one  >  the user's answer (world_size)  >  1 when
+                   nothing shows several processes; unknown when a rank or GPU number proves several (it is
+                   only ``processes_at_least``)
     effective batch  the config's batch x accumulation x that world size (unknown with it), else the
                    log's banner total
 
@@ -30,7 +31,7 @@ from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import ConfigFacts, DataFacts, LogFacts, ModelFacts
 from oomdoctor.rules.derive import derive
 from oomdoctor.rules.facts import Derived, Facts, Readings
-from oomdoctor.rules.questions import answered_card_mib
+from oomdoctor.rules.questions import answered_card_mib, answered_world_size
 
 __all__ = ["assemble", "facts_of", "settle_capacity", "settle_world_size", "sharded_by", "phase_candidates"]
 
@@ -66,7 +67,7 @@ def assemble(
     config, log = readings.config, readings.log
     answers = answers or {}
     capacity, capacity_source = settle_capacity(readings, answers)
-    world_size, world_source = settle_world_size(readings)
+    world_size, world_source = settle_world_size(readings, answers)
     if config is not None and config.world_size != (world_size or 1):
         config = dataclasses.replace(config, world_size=world_size or 1)
     micro_batch, accumulation, effective_batch = _batch(config, log, world_size)
@@ -129,9 +130,12 @@ def settle_capacity(
 # --- the run's size ------------------------------------------------------------------------------------
 
 
-def settle_world_size(readings: Readings) -> tuple[int | None, str | None]:
+def settle_world_size(
+    readings: Readings, answers: Mapping[str, str] | None = None
+) -> tuple[int | None, str | None]:
     """(processes taking part, where that is stated); see the module's order. A rank number seen in an
-    excerpt states no world size (``[rank3]`` may be one of 4 or of 64)."""
+    excerpt states no world size (``[rank3]`` may be one of 4 or of 64); the user's answer comes after every
+    file."""
     config, log = readings.config, readings.log
     stated: list[tuple[int | None, str]] = [
         (readings.world_size, "given"),
@@ -141,6 +145,7 @@ def settle_world_size(readings: Readings) -> tuple[int | None, str | None]:
         (_banner_world(log), "banner"),
         (_int_or_none(readings.env.get("WORLD_SIZE")), "env"),
         (config.world_size if config is not None and config.world_size > 1 else None, "config"),
+        (answered_world_size(answers or {}), "answer"),
     ]
     for value, source in stated:
         if value is not None and value > 0:

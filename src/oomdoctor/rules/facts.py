@@ -111,11 +111,12 @@ class Derived:
     world_size: int | None = _fact(
         "processes taking part, from what states it: the user's count, the log's 'world size:', a "
         "launcher line (torchrun/deepspeed/accelerate arguments, WORLD_SIZE), Ray's ray_num_workers, the "
-        "banner's Total train batch size / (batch x accumulation), WORLD_SIZE; 1 for a config where nothing shows several processes; None when a rank or GPU number "
+        "banner's Total train batch size / (batch x accumulation), WORLD_SIZE, answers.world_size; 1 for a "
+        "config where nothing shows several processes; None when a rank or GPU number "
         "proves several but nothing says how many (never a rank number seen in an excerpt)"
     )
     world_size_source: str | None = _fact(
-        "given / log / ray / banner / env / config / single (None: unknown)"
+        "given / log / launcher / ray / banner / env / config / answer / single (None: unknown)"
     )
     processes_at_least: int | None = _fact(
         "a lower bound on the processes: world_size, or more when a process's number says so ([rank3]: "
@@ -206,6 +207,12 @@ class Derived:
         "what the failing step's biggest term is: logits when logits_evidence says so, else the estimate's "
         "dominant term (logits / activations / weights / optimizer_state) when it is the same at every world "
         "size the run may have (ZeRO shards some terms by it); None when neither tells"
+    )
+    dominant_by_world: tuple[tuple[int, str], ...] = _fact(
+        "(world size, the estimate's largest term there) at each world size tried, when ZeRO shards the state "
+        "over an unstated number of processes and the largest term is not the same at all of them: what "
+        "filled the card hangs on the world size (asked); empty when it does not",
+        (),
     )
     weights_fill_step: bool = _fact(
         "in a training step, the weights are known to be what fills the card (they loaded and fit, so "

@@ -348,14 +348,32 @@ def _fitting_micro_batch(facts: Facts) -> list[Finding]:
     )
 
 
+def _dominant_by_world(facts: Facts) -> list[Finding]:
+    """The estimate's largest term differs between the world sizes a ZeRO run may have: the conflict said."""
+    by_world = facts.derived.dominant_by_world
+    if len(by_world) < 2:
+        return []
+    (low_world, low), (high_world, high) = by_world[0], by_world[-1]
+    return finding(
+        "dominant_by_world",
+        low_world=low_world,
+        low=_term_name(low),
+        high_world=high_world,
+        high=_term_name(high),
+    )
+
+
+def _term_name(term: str) -> Text:
+    """The term's one name, the same in every view (catalogue: shared term_<term>)."""
+    return both(f"term_{term}") if f"term_{term}" in MESSAGES else Text(en=term, zh=term)
+
+
 def _dominant_term(facts: Facts) -> list[Finding]:
     est = facts.estimate
     if est is None or est.dominant_term not in est.terms:
         return []
     term = est.dominant_term
-    # the term's one name, the same in every view (catalogue: shared term_<term>)
-    name = both(f"term_{term}") if f"term_{term}" in MESSAGES else Text(en=term, zh=term)
-    return finding("dominant_term", term=name, mib=mib_text(est.terms[term]))
+    return finding("dominant_term", term=_term_name(term), mib=mib_text(est.terms[term]))
 
 
 # Stages whose micro-batch holds two sequences a sample (chosen and rejected, or a pair for the reward model).
@@ -486,6 +504,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _weights_share,
     _fitting_micro_batch,
     _dominant_term,
+    _dominant_by_world,
     _logits_likely,
     _vision_tokens,
     _in_effect,
