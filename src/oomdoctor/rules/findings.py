@@ -284,21 +284,25 @@ def _data_parallel(facts: Facts) -> list[Finding]:
 
 def _multi_gpu_no_deepspeed(facts: Facts) -> list[Finding]:
     d = facts.derived
-    processes = _processes_shown(facts)
-    if facts.config is None or processes <= 1 or d.sharded_by != "none":
+    stated, at_least = _processes_shown(facts)
+    if facts.config is None or max(stated or 1, at_least or 1) <= 1 or d.sharded_by != "none":
         return []
     if facts.log is not None and facts.log.data_parallel:
         return []  # one process, not several: said by _data_parallel
-    return finding("multi_gpu_no_deepspeed", "warning", world=processes)
+    if stated is not None:
+        return finding("multi_gpu_no_deepspeed", "warning", world=stated)
+    text = both("f_multi_gpu_no_deepspeed_at_least", at_least=at_least)
+    return [Finding(id="multi_gpu_no_deepspeed", text=text, severity="warning")]
 
 
-def _processes_shown(facts: Facts) -> int:
-    """The training processes the readings show: a stated world size, else one past a ``[rankN]`` number. A
-    ``GPU N`` in the message is only a device index: one process may use several cards (``device_map``)."""
+def _processes_shown(facts: Facts) -> tuple[int | None, int | None]:
+    """(the training processes, as the assembled world size states them; a lower bound where only a rank is
+    seen): a ``[rank3]`` is one of four or more, never "four". A ``GPU N`` in the message is only a device
+    index: one process may use several cards (``device_map``), so it bounds nothing here."""
     d, log = facts.derived, facts.log
     if d.world_size is not None:
-        return d.world_size
-    return log.rank + 1 if log is not None and log.rank is not None else 1
+        return d.world_size, None
+    return None, (log.rank + 1 if log is not None and log.rank is not None else None)
 
 
 def _cutoff_above_longest(facts: Facts) -> list[Finding]:
