@@ -192,13 +192,13 @@ def _cause_hangs_on_world_size(facts: Facts) -> bool:
 
 
 def _names_its_own_cause(proposal: Proposal, rules: RuleSet) -> bool:
-    """A node that names its cause wherever the memory ran out (its ``locates.phase`` holds ``unknown``: its
-    own evidence, e.g. a hyperparameter search's frames or another process on the card, tells the cause, not
-    the phase) and names one: its cause stands in any phase, the optimizer step's included."""
+    """A node that names its cause wherever the memory ran out (``locates.cause_in_any_phase``, or ``phase:
+    any``: its own evidence, e.g. a hyperparameter search's frames or another process on the card, tells the
+    cause, not the phase) and names one: its cause stands in any phase, the optimizer step's included."""
     loaded = rules.by_id.get(proposal.rule)
     if loaded is None or proposal.cause == "unknown":
         return False
-    return "unknown" in loaded.node.locates.phase
+    return loaded.node.locates.cause_in_any_phase
 
 
 def _phase_cause(facts: Facts) -> str | None:
