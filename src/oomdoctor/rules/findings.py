@@ -427,7 +427,11 @@ def _vision_tokens(facts: Facts) -> list[Finding]:
             "more": "".join(extra),
         }
 
-    return per_language("vision_tokens", fields)
+    if vt.pixels_key == "image_max_pixels":
+        return per_language("vision_tokens", fields)
+    # the older key (LLaMA-Factory before 0.9.2) names the same limit
+    text = Text.each(lambda lang: msg("f_vision_tokens_resolution", lang, **fields(lang)))
+    return [Finding(id="vision_tokens", text=text)]
 
 
 def in_effect(config: ConfigFacts) -> list[tuple[frozenset[str], Text]]:
