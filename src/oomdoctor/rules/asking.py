@@ -26,8 +26,9 @@ QUESTION_TIERS: tuple[tuple[str, ...], ...] = (
     ("card_bf16",),
 )
 # The run's size (the card's memory, a sharded run's world size) is asked in its own tier, once where and which
-# memory are answered, and never tried beside another question: their nine and seven answers would multiply
-# every other question's what-ifs, and a size is worth asking only for what it changes itself.
+# memory are answered, and never tried beside another question, nor another beside it: their nine and seven
+# answers would multiply every other question's what-ifs, and a size is worth asking only for what it changes
+# itself.
 NEVER_BESIDE: frozenset[str] = frozenset({"card_gb", "world_size"})
 # What shards a run's state over its processes, so that the world size changes what each card holds.
 SHARDING: frozenset[str] = frozenset({"deepspeed", "fsdp"})
@@ -147,7 +148,8 @@ def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]
         asked = []
         for key in tier:
             beside = [k for k in tier if k != key] + later  # the tier's other questions are answered too
-            beside = [k for k in beside if k not in NEVER_BESIDE]
+            # a size is tried alone (its own answers against the proposal as it stands) and beside nothing
+            beside = [] if key in NEVER_BESIDE else [k for k in beside if k not in NEVER_BESIDE]
             context_keys = [k for k in beside if k not in SETTLED_BY.get(key, ())]
             brings = _answer_that_changes(key, rules, context_keys, walks)
             if brings is None:
