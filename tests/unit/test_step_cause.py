@@ -166,3 +166,31 @@ def test_a_gather_frame_says_the_weights_fill_the_step_only_while_their_share_is
         config=config_from_mapping({"finetuning_type": "lora"}), log=log, answers={"phase": "first_batch"}
     )
     assert unknown.derived.weights_share is None and unknown.derived.weights_fill_step
+
+
+def test_the_world_size_question_headless(tmp_path, capsys) -> None:
+    """``--answer world_size=N`` on the command line: asked in the JSON contract, then settles the cause."""
+    import json
+
+    import yaml
+
+    from oomdoctor.cli import main
+
+    config = tmp_path / "train.yaml"
+    config.write_text(yaml.safe_dump(ZERO3_FULL), encoding="utf-8")
+    words = [
+        "diagnose",
+        "--config",
+        str(config),
+        "--answer",
+        "phase=first_batch",
+        "--answer",
+        "memory_kind=gpu",
+    ]
+    assert main([*words, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["cause"] == "unknown" and "world_size" in [q["key"] for q in out["questions"]]
+    assert main([*words, "--answer", "world_size=8", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["cause"] == "activations" and out["facts"]["derived"]["world_size_source"] == "answer"
+    assert main([*words, "--answer", "world_size=3", "--json"]) == 2  # not one of the offered counts
