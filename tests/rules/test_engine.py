@@ -952,3 +952,34 @@ def test_a_rule_naming_its_own_cause_keeps_it_in_the_optimizer_step() -> None:
     )
     plain = diagnose(facts_of(log=parse_log_text(plain_log)))
     assert plain.phase == "optimizer_step" and plain.cause == "optimizer_state"
+
+
+def test_phase_any_is_every_phase_and_names_its_cause_there(tmp_path: Path) -> None:
+    """``locates.phase: any`` is every phase, the unknown one included, with the cause standing in each;
+    ``unknown`` in a list only adds the unknown phase; ``any`` inside a list is a load error."""
+    from oomdoctor.rules.model import NODE_PHASES
+
+    for name in ("any", "listed", "in_list", "denied"):
+        (tmp_path / name).mkdir()
+    anywhere = VALID.replace("phase: [first_batch]", "phase: any")
+    (node,) = load_rules(write_rules(tmp_path / "any", {"a.yaml": anywhere}))
+    assert node.node.locates.phase == NODE_PHASES and node.node.locates.cause_in_any_phase
+    listed = VALID.replace("phase: [first_batch]", "phase: [first_batch, unknown]")
+    (node,) = load_rules(write_rules(tmp_path / "listed", {"a.yaml": listed}))
+    assert node.node.locates.phase == ("first_batch", "unknown") and not node.node.locates.cause_in_any_phase
+    in_list = VALID.replace("phase: [first_batch]", "phase: [first_batch, any]")
+    assert load_error(tmp_path / "in_list", {"a.yaml": in_list}).line == line_of(in_list, "phase:")
+    denied = anywhere.replace("cause: activations", "cause: activations\n  cause_in_any_phase: false")
+    assert "cause_in_any_phase" in str(load_error(tmp_path / "denied", {"a.yaml": denied}))
+
+
+def test_the_rules_that_name_their_own_cause_say_so() -> None:
+    """The shipped rules whose own evidence names the cause (another process, a request bigger than the card,
+    the host's RAM, a gather frame, a search's trials) say it in their schema; resuming an optimizer's state
+    locates the unknown phase and no more."""
+    by_id = {loaded.node.id: loaded.node.locates for loaded in load_rules()}
+    own = {rule for rule, locates in by_id.items() if locates.cause_in_any_phase}
+    assert {"other_process.free_the_card", "request_exceeds_card.config_error", "host_ram.killed_in_training",
+            "weights.gather_for_generation", "weights.hpo_trials_keep_models"} <= own  # fmt: skip
+    resume = by_id["load.resume_restores_optimizer"]
+    assert "unknown" in resume.phase and not resume.cause_in_any_phase

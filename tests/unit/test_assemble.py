@@ -59,6 +59,8 @@ def test_a_rank_number_is_a_lower_bound_never_the_world_size() -> None:
     assert facts.config.world_size == 1 and d.micro_batch == 4 and d.accumulation == 8
     ids = [f.id for f in diagnose(facts).findings]
     assert "effective_batch" not in ids and "multi_gpu_no_deepspeed" in ids  # several GPUs, at least 4
+    several = next(f for f in diagnose(facts).findings if f.id == "multi_gpu_no_deepspeed")
+    assert "At least 4 GPUs" in several.text["en"] and "至少 4 张卡" in several.text["zh"]  # never "4 GPUs"
     per_process = next(f for f in diagnose(facts).findings if f.id == "effective_batch_unknown_world")
     assert "32" in per_process.text["en"] and "4" in per_process.text["en"] and "32" in per_process.text["zh"]
 
@@ -72,6 +74,8 @@ def test_the_banners_world_size_is_the_one_everybody_reads() -> None:
     assert d.effective_batch == facts.config.effective_batch == 4 * 8 * 8
     effective = next(f for f in diagnose(facts).findings if f.id == "effective_batch")
     assert "256" in effective.text["en"] and "8" in effective.text["zh"]
+    stated = next(f for f in diagnose(facts).findings if f.id == "multi_gpu_no_deepspeed")
+    assert stated.text["en"].startswith("8 GPUs without DeepSpeed")  # the banner's count, not rank 3 + 1
 
 
 def test_world_size_sources_in_order() -> None:

@@ -30,16 +30,41 @@ def _facts(fields: dict, **kw):
     return facts_of(config=config, model=model_from_name(config.model_name_or_path), **kw)
 
 
-def test_an_unstated_world_size_under_zero3_leaves_the_estimates_largest_term_unsaid() -> None:
+def test_an_unstated_world_size_under_zero3_leaves_the_cause_open_and_asks_it() -> None:
+    """Issue 8 item 10: the conflict is said and the world size asked; the cause is no longer "activations"
+    (what the proposal targets) while the estimate's largest term hangs on the unstated world size."""
     facts = _facts(ZERO3_FULL, answers=ANSWERED)
     # at one process the unsharded optimizer state is largest, at eight the activations: not settled
     assert facts.estimate is not None and facts.estimate.dominant_term == "trainable_state"
     assert facts.derived.dominant_cause is None
-    assert diagnose(facts).cause == "activations"  # the batch's: what halving the micro-batch targets
+    assert facts.derived.dominant_by_world == ((1, "trainable_state"), (8, "activations"))
+    d = diagnose(facts)
+    assert d.cause == "unknown" and d.proposal is not None  # a change is still proposed meanwhile
+    asked = [q for q in d.questions if q.key == "world_size"]
+    assert asked and [a.value for a in asked[0].answers] == ["1", "2", "4", "8", "16", "32", "64"]
+    said = [f for f in d.findings if f.id == "dominant_by_world"]
+    assert (
+        said and "with 1 process" in said[0].text.en and "with 8 it is stored activations" in said[0].text.en
+    )
     stated = _facts(ZERO3_FULL, answers=ANSWERED, world_size=8)
-    assert stated.derived.dominant_cause == "activations"
+    assert stated.derived.dominant_cause == "activations" and diagnose(stated).cause == "activations"
     alone = _facts(ZERO3_FULL, answers=ANSWERED, world_size=1)
     assert alone.derived.dominant_cause == "optimizer_state"
+
+
+def test_the_world_size_answer_settles_it_last() -> None:
+    """The answer is assemble's last source of world size: it settles the cause where nothing else states it,
+    and a stated world size (the launcher's count) wins over it."""
+    answered = _facts(ZERO3_FULL, answers={**ANSWERED, "world_size": "8"})
+    assert answered.derived.world_size == 8 and answered.derived.world_size_source == "answer"
+    assert answered.config is not None and answered.config.world_size == 8
+    assert answered.estimate is not None and answered.estimate.dominant_term == "activations"
+    d = diagnose(answered)
+    assert d.cause == "activations" and all(q.key != "world_size" for q in d.questions)
+    alone = diagnose(_facts(ZERO3_FULL, answers={**ANSWERED, "world_size": "1"}))
+    assert alone.cause == "optimizer_state"
+    given = _facts(ZERO3_FULL, answers={**ANSWERED, "world_size": "1"}, world_size=8)
+    assert given.derived.world_size == 8 and given.derived.world_size_source == "given"
 
 
 def test_a_request_no_weight_tensor_can_be_is_the_steps() -> None:
@@ -141,3 +166,31 @@ def test_a_gather_frame_says_the_weights_fill_the_step_only_while_their_share_is
         config=config_from_mapping({"finetuning_type": "lora"}), log=log, answers={"phase": "first_batch"}
     )
     assert unknown.derived.weights_share is None and unknown.derived.weights_fill_step
+
+
+def test_the_world_size_question_headless(tmp_path, capsys) -> None:
+    """``--answer world_size=N`` on the command line: asked in the JSON contract, then settles the cause."""
+    import json
+
+    import yaml
+
+    from oomdoctor.cli import main
+
+    config = tmp_path / "train.yaml"
+    config.write_text(yaml.safe_dump(ZERO3_FULL), encoding="utf-8")
+    words = [
+        "diagnose",
+        "--config",
+        str(config),
+        "--answer",
+        "phase=first_batch",
+        "--answer",
+        "memory_kind=gpu",
+    ]
+    assert main([*words, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["cause"] == "unknown" and "world_size" in [q["key"] for q in out["questions"]]
+    assert main([*words, "--answer", "world_size=8", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["cause"] == "activations" and out["facts"]["derived"]["world_size_source"] == "answer"
+    assert main([*words, "--answer", "world_size=3", "--json"]) == 2  # not one of the offered counts

@@ -641,6 +641,7 @@ def _peaks(st: _Setting, lengths: _Lengths, held: _State, act: _Activations) -> 
             float(k["logits_eval_bytes"]) * tokens * s.vocab + _eval_layer_bytes_per_token(s) * tokens
         )
         eval_extra_b *= float(k.get("eval_activation_scale", k["activation_scale"]))
+        eval_extra_b += _vision_eval_bytes(st, lengths, act.attention)
         eval_peak_b = (
             held.weights + held.optim + eval_extra_b + misc_b
         )  # autocast caches no weights without grad
@@ -652,6 +653,22 @@ def _peaks(st: _Setting, lengths: _Lengths, held: _State, act: _Activations) -> 
     return _Peaks(
         misc=misc_b, train=max(train_b, step_b), eval_extra=eval_extra_b, eval=eval_peak_b, load=load_b
     )
+
+
+def _vision_eval_bytes(st: _Setting, lengths: _Lengths, attention: str) -> float:
+    """A multimodal run's vision tower during evaluation: one layer's transient over one image a sample of the
+    eval batch at the config's pixel limit (estimate/vision.py); 0 for a text model."""
+    from oomdoctor.estimate.vision import tower_eval_bytes, vision_tokens
+
+    vt = vision_tokens(st.config, st.model)
+    if vt is None:
+        return 0.0
+    tower_b = tower_eval_bytes(vt, attention, lengths.eval_batch)
+    st.notes.add(
+        "est_note_vision_eval", mib=round(tower_b / MIB), limit=vt.pixels_key, pixels=vt.image_pixels,
+        batch=lengths.eval_batch,
+    )  # fmt: skip
+    return tower_b
 
 
 def _reserved(st: _Setting, held: _State, act: _Activations, peaks: _Peaks) -> tuple[float, float]:

@@ -22,8 +22,16 @@ from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 QUESTION_TIERS: tuple[tuple[str, ...], ...] = (
     ("memory_kind", "phase"),
     ("weights_loaded",),
+    ("card_gb", "world_size"),
     ("card_bf16",),
 )
+# The run's size (the card's memory, a sharded run's world size) is asked in its own tier, once where and which
+# memory are answered, and never tried beside another question, nor another beside it: their nine and seven
+# answers would multiply every other question's what-ifs, and a size is worth asking only for what it changes
+# itself.
+NEVER_BESIDE: frozenset[str] = frozenset({"card_gb", "world_size"})
+# What shards a run's state over its processes, so that the world size changes what each card holds.
+SHARDING: frozenset[str] = frozenset({"deepspeed", "fsdp"})
 
 # An answer to the key settles these facts too (a phase past loading means the weights loaded).
 SETTLED_BY: dict[str, tuple[str, ...]] = {"phase": ("weights_loaded",)}
@@ -55,6 +63,24 @@ def _question_for(loaded: LoadedNode) -> Question:
     )
 
 
+def world_size_open(facts: Facts) -> bool:
+    """A sharded run (ZeRO, FSDP) whose world size nothing states: the launcher line, the log's "world size:",
+    WORLD_SIZE and the banner are all missing, and a rank number seen only bounds it."""
+    d = facts.derived
+    sharded = d.sharded_by in SHARDING or (d.zero_stage or 0) >= 1
+    return sharded and d.world_size_source in (None, "single")
+
+
+def world_size_question_for(facts: Facts, questions: list[Question]) -> list[Question]:
+    """The world size asked beside the others where what filled the card hangs on it (``dominant_by_world``)
+    and the usual what-ifs did not ask it (the proposal may be the same at every size; the cause is not)."""
+    if not facts.derived.dominant_by_world or "world_size" in facts.answers:
+        return questions
+    if any(q.key == "world_size" for q in questions):
+        return questions
+    return [*questions, builtin_question("world_size", "engine")]
+
+
 def _open_builtin_keys(facts: Facts) -> list[str]:
     """Built-in questions whose fact is still open: unknown, or only assumed (memory_kind of a cut traceback
     while loading or saving)."""
@@ -68,6 +94,10 @@ def _open_builtin_keys(facts: Facts) -> list[str]:
         open_keys.append("memory_kind")
     if d.card_bf16 is None:
         open_keys.append("card_bf16")
+    if d.capacity_mib is None:
+        open_keys.append("card_gb")  # no flag, no total capacity in the log, no NVML
+    if world_size_open(facts):
+        open_keys.append("world_size")
     return [key for key in open_keys if key not in answered]
 
 
@@ -118,6 +148,8 @@ def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]
         asked = []
         for key in tier:
             beside = [k for k in tier if k != key] + later  # the tier's other questions are answered too
+            # a size is tried alone (its own answers against the proposal as it stands) and beside nothing
+            beside = [] if key in NEVER_BESIDE else [k for k in beside if k not in NEVER_BESIDE]
             context_keys = [k for k in beside if k not in SETTLED_BY.get(key, ())]
             brings = _answer_that_changes(key, rules, context_keys, walks)
             if brings is None:

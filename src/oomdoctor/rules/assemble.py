@@ -7,10 +7,12 @@ alone decides, once, in a stated order; the rules, the estimate, the reports and
 from ``Facts.derived`` and never work it out again.
 
     card size      --gpu-mib  >  the log's total capacity (the card that ran out)  >  NVML's first GPU
+                   >  the user's answer (card_gb)
     world size     given  >  LLaMA-Factory's "world size:"  >  a launcher line (torchrun/deepspeed/accelerate
                    arguments, WORLD_SIZE)  >  Ray's ray_num_workers  >  banner total / (batch x acc)
-                   >  WORLD_SIZE  >  a config built with one  >  1 when nothing shows several processes;
-                   unknown when a rank or GPU number proves several (it is only ``processes_at_least``)
+                   >  WORLD_SIZE  >  a config built with one  >  the user's answer (world_size)  >  1 when
+                   nothing shows several processes; unknown when a rank or GPU number proves several (it is
+                   only ``processes_at_least``)
     effective batch  the config's batch x accumulation x that world size (unknown with it), else the
                    log's banner total
 
@@ -29,6 +31,7 @@ from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import ConfigFacts, DataFacts, LogFacts, ModelFacts
 from oomdoctor.rules.derive import derive
 from oomdoctor.rules.facts import Derived, Facts, Readings
+from oomdoctor.rules.questions import answered_card_mib, answered_world_size
 
 __all__ = ["assemble", "facts_of", "settle_capacity", "settle_world_size", "sharded_by", "phase_candidates"]
 
@@ -48,17 +51,23 @@ FSDP_FRAMES: frozenset[str] = frozenset(
 
 
 def assemble(
-    readings: Readings, answers: Mapping[str, str] | None = None, *, reuse: Derived | None = None
+    readings: Readings,
+    answers: Mapping[str, str] | None = None,
+    *,
+    reuse: Derived | None = None,
+    reuse_estimate: Estimate | None = None,
 ) -> Facts:
     """Settle the readings into one bundle: the run's size first (card, world size, batch, phase
     candidates), then the estimate on that size, then what depends on the answers.
 
-    ``reuse``: the Derived of an earlier assembly of the same readings (only the answers differ), whose
-    costly part (the cutoff search) is kept.
+    ``reuse``, ``reuse_estimate``: the Derived and the estimate of an earlier assembly of the same readings
+    (only the answers differ), kept with their costly parts (the estimate, the cutoff search) while the
+    answers leave the run's size as it was (a card_gb answer sizes the card: then both are made again).
     """
     config, log = readings.config, readings.log
-    capacity, capacity_source = settle_capacity(readings)
-    world_size, world_source = settle_world_size(readings)
+    answers = answers or {}
+    capacity, capacity_source = settle_capacity(readings, answers)
+    world_size, world_source = settle_world_size(readings, answers)
     if config is not None and config.world_size != (world_size or 1):
         config = records.replace(config, world_size=world_size or 1)
     micro_batch, accumulation, effective_batch = _batch(config, log, world_size)
@@ -74,7 +83,9 @@ def assemble(
         accumulation=accumulation,
         effective_batch=effective_batch,
     )
-    estimate = readings.estimate
+    if reuse is not None and (reuse.capacity_mib, reuse.world_size) != (capacity, world_size):
+        reuse, reuse_estimate = None, None  # an answer sized the run anew
+    estimate = readings.estimate if readings.estimate is not None else reuse_estimate
     if estimate is None:
         estimate = _estimate(config, readings.model, readings.data, capacity)
     draft = Facts(
@@ -85,7 +96,7 @@ def assemble(
         model=readings.model,
         data=readings.data,
         estimate=estimate,
-        answers=dict(answers or {}),
+        answers=dict(answers),
         env=readings.env,
         derived=settled,
     )
@@ -100,8 +111,11 @@ def facts_of(*, answers: Mapping[str, str] | None = None, **readings: Any) -> Fa
 # --- the card ------------------------------------------------------------------------------------------
 
 
-def settle_capacity(readings: Readings) -> tuple[float | None, str | None]:
-    """(the card's MiB, where it comes from): the user's flag, else the card that ran out, else NVML's."""
+def settle_capacity(
+    readings: Readings, answers: Mapping[str, str] | None = None
+) -> tuple[float | None, str | None]:
+    """(the card's MiB, where it comes from): the user's flag, else the card that ran out, else NVML's, else
+    the user's answer to the card size question (what no file said)."""
     if readings.capacity_mib:
         return float(readings.capacity_mib), "flag"
     log, gpu = readings.log, readings.gpu
@@ -109,15 +123,19 @@ def settle_capacity(readings: Readings) -> tuple[float | None, str | None]:
         return log.capacity_mib, "log"
     if gpu is not None and gpu.first is not None and gpu.first.total_mib:
         return gpu.first.total_mib, "nvml"
-    return None, None
+    answered = answered_card_mib(answers or {})
+    return (answered, "answer") if answered is not None else (None, None)
 
 
 # --- the run's size ------------------------------------------------------------------------------------
 
 
-def settle_world_size(readings: Readings) -> tuple[int | None, str | None]:
+def settle_world_size(
+    readings: Readings, answers: Mapping[str, str] | None = None
+) -> tuple[int | None, str | None]:
     """(processes taking part, where that is stated); see the module's order. A rank number seen in an
-    excerpt states no world size (``[rank3]`` may be one of 4 or of 64)."""
+    excerpt states no world size (``[rank3]`` may be one of 4 or of 64); the user's answer comes after every
+    file."""
     config, log = readings.config, readings.log
     stated: list[tuple[int | None, str]] = [
         (readings.world_size, "given"),
@@ -127,6 +145,7 @@ def settle_world_size(readings: Readings) -> tuple[int | None, str | None]:
         (_banner_world(log), "banner"),
         (_int_or_none(readings.env.get("WORLD_SIZE")), "env"),
         (config.world_size if config is not None and config.world_size > 1 else None, "config"),
+        (answered_world_size(answers or {}), "answer"),
     ]
     for value, source in stated:
         if value is not None and value > 0:

@@ -398,17 +398,23 @@ def _logits_evidence(facts: Facts, padded: int | None) -> str | None:
     )
 
 
-def _dominant_cause(facts: Facts, logits_evidence: str | None) -> str | None:
+def _dominant_cause(
+    facts: Facts, logits_evidence: str | None
+) -> tuple[str | None, tuple[tuple[int, str], ...]]:
+    """(the failing step's biggest term as a cause, the terms by world size when they differ): see
+    ``Derived.dominant_cause`` and ``Derived.dominant_by_world``."""
     if logits_evidence is not None:
-        return "logits"
+        return "logits", ()
     est = facts.estimate
     if est is None:
-        return None
-    terms: set[str | None] = {est.dominant_term}
-    if _world_size_open_under_zero(facts):
-        terms |= {_dominant_at(facts, size) for size in ZERO_WORLD_SIZES}
-    term = terms.pop() if len(terms) == 1 else None
-    return _CAUSE_OF_TERM.get(term) if term is not None else None
+        return None, ()
+    if not _world_size_open_under_zero(facts):
+        return _CAUSE_OF_TERM.get(est.dominant_term), ()
+    by_world = [(size, _dominant_at(facts, size)) for size in ZERO_WORLD_SIZES]
+    terms = {est.dominant_term, *(term for _, term in by_world)}
+    if len(terms) == 1:
+        return _CAUSE_OF_TERM.get(est.dominant_term), ()
+    return None, tuple((size, term) for size, term in by_world if term is not None)
 
 
 def _world_size_open_under_zero(facts: Facts) -> bool:
@@ -657,6 +663,7 @@ def _with_sizes(facts: Facts, run: Derived, reuse: Derived | None) -> Derived:
         cutoff = _cutoff_candidate(facts)
     padded = _padded_longest(facts)
     logits_evidence = _logits_evidence(facts, padded)
+    dominant_cause, dominant_by_world = _dominant_cause(facts, logits_evidence)
     weights_share = _weights_share(model_size, capacity, phase, log)
     return records.replace(
         run,
@@ -676,5 +683,6 @@ def _with_sizes(facts: Facts, run: Derived, reuse: Derived | None) -> Derived:
         reserve_would_fit=_reserve_would_fit(log),
         other_process_whose=_other_process_whose(facts),
         logits_evidence=logits_evidence,
-        dominant_cause=_dominant_cause(facts, logits_evidence),
+        dominant_cause=dominant_cause,
+        dominant_by_world=dominant_by_world,
     )

@@ -16,7 +16,12 @@ from oomdoctor.diagnosis import Diagnosis, Finding, Proposal, Question
 from oomdoctor.facts.account import account_json, account_of
 from oomdoctor.facts.types import to_jsonable
 from oomdoctor.i18n import both
-from oomdoctor.rules.asking import QUESTION_TIERS, check_answers, choose_questions
+from oomdoctor.rules.asking import (
+    QUESTION_TIERS,
+    check_answers,
+    choose_questions,
+    world_size_question_for,
+)
 from oomdoctor.rules.conditions import evaluate
 from oomdoctor.rules.derive import error_line_missing
 from oomdoctor.rules.facts import Facts
@@ -38,6 +43,8 @@ __all__ = [
     "ESTIMATE_PHASE",
 ]
 
+# The phases whose peak the micro-batch sets, where the estimate's largest term names the cause.
+BATCH_PHASES: frozenset[str] = frozenset({"first_batch", "long_sample"})
 # When no node proposes anything, the phase alone says what most likely filled the memory.
 CAUSE_BY_PHASE: dict[str, str] = {
     "load": "weights",
@@ -87,6 +94,8 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
     proposal = proposals[0] if proposals else None
     questions = choose_questions(facts, rules, walk)
     cause = _committed_cause(facts, proposal, rules)
+    if cause == "unknown" and _cause_hangs_on_world_size(facts):
+        questions = world_size_question_for(facts, questions)
     if cause != "unknown" and _an_answer_names_another_cause(facts, rules, questions, cause, walk.top):
         cause = "unknown"  # asked: some answer to a node's own question puts another cause first
     return _diagnosis(
@@ -166,17 +175,30 @@ def _committed_cause(facts: Facts, proposal: Proposal | None, rules: RuleSet) ->
         return "unknown"
     if proposal is not None and _names_its_own_cause(proposal, rules):
         return proposal.cause
-    return _phase_cause(facts) or (proposal.cause if proposal is not None else _evidence_cause(facts))
+    phase_cause = _phase_cause(facts)
+    if phase_cause is not None:
+        return phase_cause
+    if _cause_hangs_on_world_size(facts):
+        return "unknown"  # the conflict is said (finding) and the world size asked
+    return proposal.cause if proposal is not None else _evidence_cause(facts)
+
+
+def _cause_hangs_on_world_size(facts: Facts) -> bool:
+    """In a batch phase, the estimate's largest term differs between the world sizes a ZeRO run may have, and
+    nothing states its world size (``derived.dominant_by_world``): neither the activations (what the batch
+    changes target) nor the sharded state can be said to have filled the card until it is known."""
+    d = facts.derived
+    return bool(d.dominant_by_world) and d.phase in BATCH_PHASES and d.memory_kind == "gpu"
 
 
 def _names_its_own_cause(proposal: Proposal, rules: RuleSet) -> bool:
-    """A node that names its cause wherever the memory ran out (its ``locates.phase`` holds ``unknown``: its
-    own evidence, e.g. a hyperparameter search's frames or another process on the card, tells the cause, not
-    the phase) and names one: its cause stands in any phase, the optimizer step's included."""
+    """A node that names its cause wherever the memory ran out (``locates.cause_in_any_phase``, or ``phase:
+    any``: its own evidence, e.g. a hyperparameter search's frames or another process on the card, tells the
+    cause, not the phase) and names one: its cause stands in any phase, the optimizer step's included."""
     loaded = rules.by_id.get(proposal.rule)
     if loaded is None or proposal.cause == "unknown":
         return False
-    return "unknown" in loaded.node.locates.phase
+    return loaded.node.locates.cause_in_any_phase
 
 
 def _phase_cause(facts: Facts) -> str | None:

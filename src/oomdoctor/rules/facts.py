@@ -95,9 +95,9 @@ class Derived:
     )
     capacity_mib: float | None = _fact(
         "the card's memory, the one every report and the estimate use: the user's --gpu-mib, else the "
-        "log's total capacity (the card that ran out), else NVML's first GPU"
+        "log's total capacity (the card that ran out), else NVML's first GPU, else answers.card_gb"
     )
-    capacity_source: str | None = _fact("flag / log / nvml (None: unknown)")
+    capacity_source: str | None = _fact("flag / log / nvml / answer (None: unknown)")
     card_bf16: bool | None = _fact(
         "the training card computes in bf16: answers.card_bf16, else NVML's compute capability, else the "
         "card's name (NVML's or the log's) in the card table, else the run itself (a bf16 config whose log "
@@ -111,11 +111,12 @@ class Derived:
     world_size: int | None = _fact(
         "processes taking part, from what states it: the user's count, the log's 'world size:', a "
         "launcher line (torchrun/deepspeed/accelerate arguments, WORLD_SIZE), Ray's ray_num_workers, the "
-        "banner's Total train batch size / (batch x accumulation), WORLD_SIZE; 1 for a config where nothing shows several processes; None when a rank or GPU number "
+        "banner's Total train batch size / (batch x accumulation), WORLD_SIZE, answers.world_size; 1 for a "
+        "config where nothing shows several processes; None when a rank or GPU number "
         "proves several but nothing says how many (never a rank number seen in an excerpt)"
     )
     world_size_source: str | None = _fact(
-        "given / log / ray / banner / env / config / single (None: unknown)"
+        "given / log / launcher / ray / banner / env / config / answer / single (None: unknown)"
     )
     processes_at_least: int | None = _fact(
         "a lower bound on the processes: world_size, or more when a process's number says so ([rank3]: "
@@ -207,6 +208,12 @@ class Derived:
         "dominant term (logits / activations / weights / optimizer_state) when it is the same at every world "
         "size the run may have (ZeRO shards some terms by it); None when neither tells"
     )
+    dominant_by_world: tuple[tuple[int, str], ...] = _fact(
+        "(world size, the estimate's largest term there) at each world size tried, when ZeRO shards the state "
+        "over an unstated number of processes and the largest term is not the same at all of them: what "
+        "filled the card hangs on the world size (asked); empty when it does not",
+        (),
+    )
     weights_fill_step: bool = _fact(
         "in a training step, the weights are known to be what fills the card (they loaded and fit, so "
         "only then are they what to shrink there): their share of the card is at least 30 %, full "
@@ -292,11 +299,13 @@ class Facts:
 
     def with_answers(self, answers: Mapping[str, str]) -> Facts:
         """The same readings assembled again with these answers added; the estimate and the costly cutoff
-        search do not depend on answers and are reused."""
+        search are reused while the answers leave the card's size and the world size as they were (an
+        answer to the card size question sizes them anew: ``assemble`` then makes both again)."""
         from oomdoctor.rules.assemble import assemble
 
-        readings = records.replace(self.readings, estimate=self.estimate)
-        return assemble(readings, {**self.answers, **answers}, reuse=self.derived)
+        return assemble(
+            self.readings, {**self.answers, **answers}, reuse=self.derived, reuse_estimate=self.estimate
+        )
 
     def with_data(self, data: DataFacts) -> Facts:
         """The same readings with measured lengths, assembled again (the estimate rebuilt on them)."""

@@ -174,6 +174,14 @@ def _request(facts: Facts) -> list[Finding]:
     )
 
 
+def _card_answered(facts: Facts) -> list[Finding]:
+    """The card's size came from the user's answer (no file said it): the report says so."""
+    d = facts.derived
+    if d.capacity_source != "answer":
+        return []
+    return finding("card_answered", gb=facts.answers.get("card_gb"), mib=mib_text(d.capacity_mib))
+
+
 def _reserve_would_fit(facts: Facts) -> list[Finding]:
     log = facts.log
     if log is None or not facts.derived.reserve_would_fit or not log.reserved_unallocated_mib:
@@ -276,21 +284,25 @@ def _data_parallel(facts: Facts) -> list[Finding]:
 
 def _multi_gpu_no_deepspeed(facts: Facts) -> list[Finding]:
     d = facts.derived
-    processes = _processes_shown(facts)
-    if facts.config is None or processes <= 1 or d.sharded_by != "none":
+    stated, at_least = _processes_shown(facts)
+    if facts.config is None or max(stated or 1, at_least or 1) <= 1 or d.sharded_by != "none":
         return []
     if facts.log is not None and facts.log.data_parallel:
         return []  # one process, not several: said by _data_parallel
-    return finding("multi_gpu_no_deepspeed", "warning", world=processes)
+    if stated is not None:
+        return finding("multi_gpu_no_deepspeed", "warning", world=stated)
+    text = both("f_multi_gpu_no_deepspeed_at_least", at_least=at_least)
+    return [Finding(id="multi_gpu_no_deepspeed", text=text, severity="warning")]
 
 
-def _processes_shown(facts: Facts) -> int:
-    """The training processes the readings show: a stated world size, else one past a ``[rankN]`` number. A
-    ``GPU N`` in the message is only a device index: one process may use several cards (``device_map``)."""
+def _processes_shown(facts: Facts) -> tuple[int | None, int | None]:
+    """(the training processes, as the assembled world size states them; a lower bound where only a rank is
+    seen): a ``[rank3]`` is one of four or more, never "four". A ``GPU N`` in the message is only a device
+    index: one process may use several cards (``device_map``), so it bounds nothing here."""
     d, log = facts.derived, facts.log
     if d.world_size is not None:
-        return d.world_size
-    return log.rank + 1 if log is not None and log.rank is not None else 1
+        return d.world_size, None
+    return None, (log.rank + 1 if log is not None and log.rank is not None else None)
 
 
 def _cutoff_above_longest(facts: Facts) -> list[Finding]:
@@ -340,14 +352,32 @@ def _fitting_micro_batch(facts: Facts) -> list[Finding]:
     )
 
 
+def _dominant_by_world(facts: Facts) -> list[Finding]:
+    """The estimate's largest term differs between the world sizes a ZeRO run may have: the conflict said."""
+    by_world = facts.derived.dominant_by_world
+    if len(by_world) < 2:
+        return []
+    (low_world, low), (high_world, high) = by_world[0], by_world[-1]
+    return finding(
+        "dominant_by_world",
+        low_world=low_world,
+        low=_term_name(low),
+        high_world=high_world,
+        high=_term_name(high),
+    )
+
+
+def _term_name(term: str) -> Text:
+    """The term's one name, the same in every view (catalogue: shared term_<term>)."""
+    return both(f"term_{term}") if f"term_{term}" in MESSAGES else Text(en=term, zh=term)
+
+
 def _dominant_term(facts: Facts) -> list[Finding]:
     est = facts.estimate
     if est is None or est.dominant_term not in est.terms:
         return []
     term = est.dominant_term
-    # the term's one name, the same in every view (catalogue: shared term_<term>)
-    name = both(f"term_{term}") if f"term_{term}" in MESSAGES else Text(en=term, zh=term)
-    return finding("dominant_term", term=name, mib=mib_text(est.terms[term]))
+    return finding("dominant_term", term=_term_name(term), mib=mib_text(est.terms[term]))
 
 
 # Stages whose micro-batch holds two sequences a sample (chosen and rejected, or a pair for the reward model).
@@ -397,7 +427,11 @@ def _vision_tokens(facts: Facts) -> list[Finding]:
             "more": "".join(extra),
         }
 
-    return per_language("vision_tokens", fields)
+    if vt.pixels_key == "image_max_pixels":
+        return per_language("vision_tokens", fields)
+    # the older key (LLaMA-Factory before 0.9.2) names the same limit
+    text = Text.each(lambda lang: msg("f_vision_tokens_resolution", lang, **fields(lang)))
+    return [Finding(id="vision_tokens", text=text)]
 
 
 def in_effect(config: ConfigFacts) -> list[tuple[frozenset[str], Text]]:
@@ -463,6 +497,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _phase_by_schedule,
     _phase_by_logits_size,
     _request,
+    _card_answered,
     _reserve_would_fit,
     _alloc_retries,
     _self_listed,
@@ -477,6 +512,7 @@ FACT_FINDINGS: tuple[Producer, ...] = (
     _weights_share,
     _fitting_micro_batch,
     _dominant_term,
+    _dominant_by_world,
     _logits_likely,
     _vision_tokens,
     _in_effect,

@@ -247,8 +247,32 @@ class CauseFromFact(_Strict):
 
 
 class Locates(_Strict):
-    phase: list[PhaseName] = Field(min_length=1)
+    """Where a node applies and what it names as the cause. ``phase``: the phases it is walked in (``unknown``
+    among them: it also applies while where it ran out is still unknown, nothing more), or ``any``: every
+    phase, the unknown one included, with ``cause_in_any_phase``. ``cause_in_any_phase``: the node's own
+    evidence (another process on the card, a request bigger than the card, the host's RAM, a gather frame)
+    names its cause, not the phase, so its cause stands in whichever of its phases it ran out (the optimizer
+    step's included, whose frames otherwise name the optimizer state)."""
+
+    phase: list[PhaseName] | Literal["any"] = Field(min_length=1)
     cause: CauseName | CauseFromFact
+    cause_in_any_phase: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _any_phase_names_its_cause(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("phase") == "any":
+            if data.get("cause_in_any_phase") is False:
+                raise PydanticCustomError(
+                    "any_phase_cause", "phase: any names its cause in every phase (cause_in_any_phase)"
+                )
+            return {**data, "cause_in_any_phase": True}
+        return data
+
+    @field_validator("phase", mode="after")
+    @classmethod
+    def _every_phase(cls, value: list[str] | str) -> list[str]:
+        return list(NODE_PHASES) if value == "any" else list(value)
 
 
 class Guard(_Strict):

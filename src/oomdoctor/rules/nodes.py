@@ -95,10 +95,12 @@ class CauseFromFact:
 
 @record(frozen=True)
 class Locates:
-    """The phases a rule locates and the cause it names there."""
+    """The phases a rule locates (``any`` written: every one), the cause it names there, and whether that
+    cause stands in any of them (``cause_in_any_phase``: its own evidence names it, not the phase)."""
 
     phase: tuple[str, ...]
     cause: str | CauseFromFact
+    cause_in_any_phase: bool = False
 
 
 @record(frozen=True)
