@@ -135,6 +135,10 @@ def _own_fields(cls: type) -> list[Field]:
                 delattr(cls, name)
             else:
                 setattr(cls, name, value.default)
+        if type(spec.default).__hash__ is None:  # a list, dict or set every instance would share
+            raise ValueError(
+                f"mutable default {type(spec.default)} for field {name} is not allowed: use default_factory"
+            )
         spec.name, spec.type = name, annotation
         found.append(spec)
     return found

@@ -178,13 +178,19 @@ def test_is_record_copy_and_pickle() -> None:
             assert again == value and type(again) is type(value)
 
 
-def test_a_default_after_a_non_default_is_refused_and_a_class_writes_its_own_methods() -> None:
+def test_a_misplaced_or_shared_default_is_refused_and_a_class_writes_its_own_methods() -> None:
     with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
 
         @record
         class Bad:
             a: int = 0
             b: int
+
+    with pytest.raises(ValueError, match="mutable default <class 'list'> for field tags"):
+
+        @record
+        class Shared:
+            tags: list[str] = []  # the mistake it refuses
 
     @record(frozen=True)
     class Own:
