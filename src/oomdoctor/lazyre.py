@@ -21,15 +21,19 @@ from __future__ import annotations
 import _sre  # type: ignore[import-not-found]  # re's engine, built in: what re.compile ends in
 import re
 import sys
+import zlib
 from typing import Any, AnyStr, cast
 
-_KIND = "patterns-v1"
+_KIND = "patterns-v2"  # v2: each form kept with its checksum
 _MOST_FORMS = 2000  # the tables and the code hold a few hundred
 # The compiled forms: (flags, code, groups, groupindex, indexgroup) by (pattern, flags).
 Form = tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]
+# A form as the user cache keeps it: with the CRC-32 of the pattern and the form together, so that a form
+# damaged on disk (or taken for another pattern's) is compiled afresh instead of trusted.
+Kept = tuple[Form, int]
 # The user cache's forms, read on the first compile.
-_stored: dict[tuple[str | bytes, int], Form] | None = None
-_added: dict[tuple[str | bytes, int], Form] = {}  # forms made by this process and not written yet
+_stored: dict[tuple[str | bytes, int], Kept] | None = None
+_added: dict[tuple[str | bytes, int], Kept] = {}  # forms made by this process and not written yet
 _made: dict[tuple[str | bytes, int], re.Pattern[Any]] = {}
 
 
@@ -49,7 +53,12 @@ def _entry_key() -> str:
     return usercache.content_key(_KIND, versions)
 
 
-def _store() -> dict[tuple[str | bytes, int], Form]:
+def _checksum(key: tuple[str | bytes, int], form: Form) -> int:
+    # repr, not marshal: marshal's bytes for equal values differ with how shared the objects are in memory
+    return zlib.crc32(repr((key, form)).encode("utf-8", "surrogatepass"))
+
+
+def _store() -> dict[tuple[str | bytes, int], Kept]:
     global _stored
     if _stored is None:
         from oomdoctor import usercache
@@ -60,12 +69,13 @@ def _store() -> dict[tuple[str | bytes, int], Form]:
 
 
 def _from_store(key: tuple[str | bytes, int]) -> re.Pattern[Any] | None:
-    form = _store().get(key)
-    if form is None:
-        return None
+    kept = _store().get(key)
     try:
+        form, checksum = kept  # type: ignore[misc]  # anything else is a damaged entry
+        if checksum != _checksum(key, form):
+            return None
         return _sre.compile(key[0], *form)  # type: ignore[no-any-return]
-    except (TypeError, ValueError, RuntimeError):  # a damaged entry, or a form this interpreter refuses
+    except Exception:  # noqa: BLE001 - no entry, a damaged one, or a form this interpreter refuses: compile
         return None
 
 
@@ -94,7 +104,7 @@ def _compile_and_keep(key: tuple[str | bytes, int]) -> re.Pattern[Any]:
         raise
     except Exception:  # noqa: BLE001 - re's internals are not this shape here: compile as re does
         return re.compile(pattern, flags)
-    _added[key] = form
+    _added[key] = (form, _checksum(key, form))
     return rx
 
 

@@ -76,7 +76,7 @@ def test_a_kept_form_rebuilds_the_same_pattern_in_the_next_start(fresh_forms: Pa
     first = compile_pattern(source, flags)
     assert first == re.compile(source, flags)  # Pattern equality compares the compiled code
     lazyre.keep_new_forms()
-    assert list((fresh_forms / "oomdoctor" / "patterns-v1").glob("*.marshal"))
+    assert list((fresh_forms / "oomdoctor" / lazyre._KIND).glob("*.marshal"))
     _new_start(monkeypatch)
     again = compile_pattern(source, flags)
     assert lazyre._stored and (source, flags) in lazyre._stored and not lazyre._added  # read, not compiled
@@ -87,7 +87,7 @@ def test_a_kept_form_rebuilds_the_same_pattern_in_the_next_start(fresh_forms: Pa
 def test_a_start_that_compiled_nothing_new_writes_nothing(fresh_forms: Path, monkeypatch) -> None:
     compile_pattern("a+b")
     lazyre.keep_new_forms()
-    entry = next((fresh_forms / "oomdoctor" / "patterns-v1").glob("*.marshal"))
+    entry = next((fresh_forms / "oomdoctor" / lazyre._KIND).glob("*.marshal"))
     written = entry.stat().st_mtime_ns
     _new_start(monkeypatch)
     compile_pattern("a+b")
@@ -100,10 +100,37 @@ def test_a_damaged_or_refused_form_is_compiled_afresh(fresh_forms: Path, monkeyp
     lazyre.keep_new_forms()
     _new_start(monkeypatch)
     stored = lazyre._store()
-    flags, code, *rest = stored[("x(y)z", 0)]
-    stored[("x(y)z", 0)] = (flags, [999999, *code], *rest)  # an opcode _sre does not know
+    (flags, code, *rest), _ = stored[("x(y)z", 0)]
+    form = (flags, [999999, *code], *rest)  # an opcode _sre does not know, with a checksum that matches it
+    stored[("x(y)z", 0)] = (form, lazyre._checksum(("x(y)z", 0), form))  # type: ignore[arg-type]
     rx = compile_pattern("x(y)z")
     assert rx == re.compile("x(y)z") and rx.match("xyz").group(1) == "y"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda form: ((form[0], [2**70, *form[1][1:]], *form[2:]), 0),  # a number no opcode can be
+        lambda form: ((form[0], form[1], 7, *form[3:]), 0),  # groups changed: _sre would take it
+        lambda form: "not a form",
+        lambda form: (form, None),
+    ],
+    ids=["huge number", "groups changed", "not a pair", "no checksum"],
+)
+def test_a_form_damaged_on_disk_is_never_trusted(fresh_forms: Path, monkeypatch, damage) -> None:
+    """Whatever a damaged entry holds, the pattern is compiled afresh: never an error, never a pattern that
+    differs from re.compile's (a changed group count, which Pattern equality does not compare)."""
+    compile_pattern("x(y)z")
+    lazyre.keep_new_forms()
+    _new_start(monkeypatch)
+    stored = lazyre._store()
+    form, checksum = stored[("x(y)z", 0)]
+    bad = damage(form)
+    if isinstance(bad, tuple) and bad[1] == 0:
+        bad = (bad[0], checksum)  # the old checksum beside the changed form
+    stored[("x(y)z", 0)] = bad
+    rx = compile_pattern("x(y)z")
+    assert rx == re.compile("x(y)z") and rx.groups == 1 and rx.match("xyz").group(1) == "y"  # type: ignore[union-attr]
 
 
 def test_a_bad_pattern_raises_as_re_compile_does(fresh_forms: Path) -> None:
