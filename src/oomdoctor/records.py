@@ -122,10 +122,21 @@ def _is_class_var(annotation: Any) -> bool:
     return annotation is ClassVar or getattr(annotation, "__origin__", None) is ClassVar
 
 
+def _annotations(cls: type) -> dict[str, Any]:
+    """The annotations ``cls`` itself writes (not its bases'): with ``from __future__ import annotations`` a dict
+    of strings in the class body; from Python 3.14 without it, made on demand (PEP 649), asked for as strings."""
+    own = cls.__dict__.get("__annotations__")
+    if own is None and "__annotate__" in cls.__dict__:
+        import annotationlib  # type: ignore[import-not-found,unused-ignore]  # Python 3.14+
+
+        own = annotationlib.get_annotations(cls, format=annotationlib.Format.STRING)
+    return dict(own or {})
+
+
 def _own_fields(cls: type) -> list[Field]:
     """The fields ``cls`` itself annotates; a ``field(...)`` left on the class is replaced by its default."""
     found = []
-    for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+    for name, annotation in _annotations(cls).items():
         if _is_class_var(annotation):
             continue
         value = cls.__dict__.get(name, MISSING)
@@ -242,7 +253,7 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     else:
         self.__dict__.update(values)
     if plan.post_init is not None:
-        plan.post_init(self)
+        self.__post_init__()  # as the generated __init__ does: a subclass's own override is the one called
 
 
 def _repr(self: Any) -> str:
@@ -305,12 +316,26 @@ def _hash_of_class(cls: type) -> Any:
     return MISSING if own is None and "__eq__" in cls.__dict__ else own
 
 
+def _check_frozen_bases(cls: type, frozen: bool) -> None:
+    """A frozen record may not derive from a mutable one, nor a mutable one from a frozen (as dataclasses)."""
+    for base in cls.__mro__[1:]:
+        base_frozen = base.__dict__.get("__record_frozen__")
+        if base_frozen is None or not base.__dict__.get("__record_fields__"):
+            continue
+        if base_frozen and not frozen:
+            raise TypeError("cannot inherit non-frozen record from a frozen one")
+        if frozen and not base_frozen:
+            raise TypeError("cannot inherit frozen record from a non-frozen one")
+
+
 def _make(cls: type, frozen: bool, eq: bool, slots: bool) -> type:
+    _check_frozen_bases(cls, frozen)
     fields = _collect(cls)
     own_hash = _hash_of_class(cls)
     if slots:
         cls = _with_slots(cls, fields)
     cls.__record_fields__ = fields  # type: ignore[attr-defined]
+    cls.__record_frozen__ = frozen  # type: ignore[attr-defined]
     cls.__record_plan__ = _Plan(cls, fields, slots)  # type: ignore[attr-defined]
     _set_if_absent(cls, "__init__", _init)
     _set_if_absent(cls, "__repr__", _repr)

@@ -203,3 +203,48 @@ def test_a_misplaced_or_shared_default_is_refused_and_a_class_writes_its_own_met
             return 7
 
     assert repr(Own(1)) == "own" and hash(Own(1)) == 7 and Own(1) == Own(1)
+
+
+def test_frozen_and_mutable_records_do_not_derive_from_each_other_as_with_dataclasses() -> None:
+    with pytest.raises(TypeError, match="non-frozen"):
+
+        @record
+        class Thawed(Pair):  # noqa: F841 - the class is the test
+            extra: int = 0
+
+    with pytest.raises(TypeError, match="frozen record from a non-frozen"):
+
+        @record(frozen=True)
+        class Frozen(Point):  # noqa: F841
+            extra: int = 0
+
+    with pytest.raises(TypeError, match="non-frozen"):  # the stdlib twin refuses it too
+
+        @dataclasses.dataclass
+        class ThawedDC(_FrozenDC):  # noqa: F841
+            extra: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenDC:
+    a: int = 0
+
+
+def test_an_undecorated_subclass_s_own_post_init_is_the_one_called() -> None:
+    class Tripled(Checked):
+        def __post_init__(self) -> None:
+            self.double = 3 * self.value
+
+    @dataclasses.dataclass
+    class CheckedDC:
+        value: int
+        double: int = 0
+
+        def __post_init__(self) -> None:
+            self.double = 2 * self.value
+
+    class TripledDC(CheckedDC):
+        def __post_init__(self) -> None:
+            self.double = 3 * self.value
+
+    assert Tripled(2).double == TripledDC(2).double == 6
