@@ -224,8 +224,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _quick_exit() -> None:
     """When the process exits, move every object to the collector's permanent generation first: the
     interpreter's last full collection then has nothing to walk (about 6 ms of a ``diagnose`` start,
-    a tenth of a warm start). The memory goes back with the process, and what oomdoctor writes it
-    closes itself (``with``). Registered once however often ``main`` runs in one process (the tests)."""
+    a tenth of a warm start). The memory goes back with the process; what oomdoctor writes it closes
+    before it returns (``with`` blocks, and a trial's log copier and sampler close their files when they
+    stop), so no buffered write waits on a finalizer. Objects left in reference cycles at exit are not
+    collected, so their ``__del__`` does not run: nothing of oomdoctor's relies on one. Registered once
+    however often ``main`` runs in one process (the tests)."""
     atexit.unregister(gc.freeze)
     atexit.register(gc.freeze)
 
