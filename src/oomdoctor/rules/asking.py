@@ -18,13 +18,18 @@ from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 # host's: a host-RAM failure has its own changes in every phase, so nothing GPU-side is proposed before it)
 # and where it ran out (which nodes apply at all) come together, each worth asking only with the other's
 # answer tried too; whether the weights loaded picks the branch; card facts and the nodes' own questions only
-# choose within it. The nodes' own questions join the last tier.
+# choose within it. The nodes' own questions that name a cause come before the card facts (CAUSE_TIER); the
+# others join the last tier.
 QUESTION_TIERS: tuple[tuple[str, ...], ...] = (
     ("memory_kind", "phase"),
     ("weights_loaded",),
     ("card_gb", "world_size"),
     ("card_bf16",),
 )
+# A node's own question whose answer names the cause (its node locates one fixed cause: "did it resume?" is the
+# optimizer state, "is that process yours?" another process) comes before the card's size and the world size,
+# which only weigh the candidates: the size is asked after it, where it still changes the proposal.
+CAUSE_TIER = 2
 # The run's size (the card's memory, a sharded run's world size) is asked in its own tier, once where and which
 # memory are answered, and never tried beside another question, nor another beside it: their nine and seven
 # answers would multiply every other question's what-ifs, and a size is worth asking only for what it changes
@@ -33,8 +38,9 @@ NEVER_BESIDE: frozenset[str] = frozenset({"card_gb", "world_size"})
 # What shards a run's state over its processes, so that the world size changes what each card holds.
 SHARDING: frozenset[str] = frozenset({"deepspeed", "fsdp"})
 
-# An answer to the key settles these facts too (a phase past loading means the weights loaded).
-SETTLED_BY: dict[str, tuple[str, ...]] = {"phase": ("weights_loaded",)}
+# An answer to the key settles these facts too (a phase past loading means the weights loaded; a run that
+# resumed from a checkpoint is a training, derived.run_kind).
+SETTLED_BY: dict[str, tuple[str, ...]] = {"phase": ("weights_loaded",), "resumed": ("run_kind",)}
 
 
 def check_answers(answers: Mapping[str, str], rules: RuleSet) -> None:
@@ -47,6 +53,13 @@ def check_answers(answers: Mapping[str, str], rules: RuleSet) -> None:
             )
         if value not in spec.allowed:
             raise BadInput(msg("bad_answer", None, key=key, value=value, allowed=", ".join(spec.allowed)))
+
+
+def names_a_cause(loaded: LoadedNode) -> bool:
+    """The node names one fixed cause (not one read from a fact, not unknown): an answer to its question that
+    makes it match says what filled the memory."""
+    cause = loaded.node.locates.cause
+    return isinstance(cause, str) and cause != "unknown"
 
 
 def _question_for(loaded: LoadedNode) -> Question:
@@ -141,7 +154,9 @@ def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]
             node_asks.setdefault(key, loaded)
     open_keys = _open_builtin_keys(facts)
     tiers = [[key for key in tier if key in open_keys] for tier in QUESTION_TIERS]
-    tiers[-1] += list(node_asks)
+    naming = [key for key, loaded in node_asks.items() if names_a_cause(loaded)]
+    tiers.insert(CAUSE_TIER, naming)
+    tiers[-1] += [key for key in node_asks if key not in naming]
     walks = _Walks(facts, rules, walk)
     for index, tier in enumerate(tiers):
         later = [key for rest in tiers[index + 1 :] for key in rest]

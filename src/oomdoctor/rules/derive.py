@@ -646,9 +646,47 @@ def _with_phase(facts: Facts, phase: str, phase_source: str, weights_loaded: boo
         eval_batch_default=(not config.per_device_eval_batch_size_set) if config else None,
         precision_stated=_precision_stated(config),
         fixed_cause=_fixed_cause(phase, finetuning_type),
+        resumes=_resumes(facts),
+        run_kind=_run_kind(facts),
         log_stop=stop.where if stop is not None else None,
         log_stop_next=stop.next_kind if stop is not None else None,
     )
+
+
+# A written resume_from_checkpoint that resumes nothing (YAML's false, or a "none" spelt out).
+NOT_A_CHECKPOINT = frozenset({"false", "none", "null", "no"})
+
+
+def _resumes(facts: Facts) -> bool | None:
+    """See ``Derived.resumes``: the config's own resume_from_checkpoint settles it; else the user's answer."""
+    config = facts.config
+    value = config.raw.get("resume_from_checkpoint") if config is not None else None
+    if value is True or (
+        isinstance(value, str) and value.strip() and value.strip().lower() not in NOT_A_CHECKPOINT
+    ):
+        return True
+    return yes_no(facts.answers.get("resumed"))
+
+
+# Frames only a training run passes through (the Trainer's loop and its step).
+TRAINING_FRAMES = frozenset({"_inner_training_loop", "training_step"})
+
+
+def _run_kind(facts: Facts) -> str | None:
+    """See ``Derived.run_kind``: what the config runs, else a log that shows training or a resume, else the
+    user's answer."""
+    config, log = facts.config, facts.log
+    if config is not None and evaluation_only(config):
+        return "predict"
+    if config is not None and config.raw.get("do_train") is True:
+        return "train"
+    if log is not None and (
+        log.training_started or log.good_steps or TRAINING_FRAMES.intersection(log.frames)
+    ):
+        return "train"
+    if _resumes(facts):
+        return "train"  # only a training resumes from a checkpoint
+    return facts.answers.get("run_kind") or None
 
 
 def _with_sizes(facts: Facts, run: Derived, reuse: Derived | None) -> Derived:

@@ -239,6 +239,17 @@ class Derived:
         "False for a fragment (a thread's few keys), whose missing precision is unknown, not fp32",
         False,
     )
+    # --- derived facts added by the fix9b work ---
+    resumes: bool | None = _fact(
+        "the run resumes from a checkpoint: True when the config writes resume_from_checkpoint (a path, or "
+        "true), else the user's answer to resumed; None when neither says (LLaMA-Factory may also resume on "
+        "its own from a checkpoint in output_dir)"
+    )
+    run_kind: str | None = _fact(
+        "train / predict: what the run does: the config (evaluation_only: predict; do_train written true: "
+        "train), else a log that shows training (its banner, steps, the Trainer's loop frames) or a resume "
+        "(resumes: only a training resumes), else the user's answer to run_kind; None when none says (a chat or web-UI chat is predict: it only generates)"
+    )
 
 
 # name -> what it means (the loader rejects any other derived.<name> in a rule file).
