@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from oomdoctor.facts.account import account_of, reserve_is_real
+from oomdoctor.facts.account import UNMEASURED_MIB, account_of, reserve_is_real
 from oomdoctor.facts.logits import logits_frame, request_is_logits, request_is_logprob_logits
 from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
 from oomdoctor.lazyre import lazy
@@ -366,8 +366,20 @@ def _other_process_whose(facts: Facts) -> str | None:
             return "unclear"  # "0 bytes" entries holding the rest: this run's other ranks, or another job
         if acc.own_ranks and not big:
             return "own_ranks"
+        if not big and _self_unmeasured(facts.log):
+            return (
+                "unclear"  # this process's own use unread: its non-PyTorch share (a colocated vLLM) or a job
+            )
         return "stranger" if big or acc.stranger_mib > 0 else None
     return "stranger" if _other_processes(facts)[0] else None  # NVML: processes alive on this machine now
+
+
+def _self_unmeasured(log: LogFacts | None) -> bool:
+    """The message says "this process has 0 bytes memory in use": the driver could not read this process's own
+    use (a container), so what lies outside PyTorch's reserve may be this process's own non-PyTorch memory (a
+    vLLM engine colocated in it, NCCL buffers) as well as another job's."""
+    used = log.process_in_use_mib if log is not None else None
+    return used is not None and used <= UNMEASURED_MIB
 
 
 _CAUSE_OF_TERM = {
