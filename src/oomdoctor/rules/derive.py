@@ -659,6 +659,7 @@ def _with_phase(facts: Facts, phase: str, phase_source: str, weights_loaded: boo
         precision_stated=_precision_stated(config),
         fixed_cause=_fixed_cause(phase, finetuning_type),
         resumes=_resumes(facts),
+        frames_seen=bool(log is not None and log.frames),
         run_kind=_run_kind(facts),
         log_stop=stop.where if stop is not None else None,
         log_stop_next=stop.next_kind if stop is not None else None,

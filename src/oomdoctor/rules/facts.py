@@ -245,6 +245,10 @@ class Derived:
         "true), else the user's answer to resumed; None when neither says (LLaMA-Factory may also resume on "
         "its own from a checkpoint in output_dir)"
     )
+    frames_seen: bool = _fact(
+        "the log shows frames of the failure's traceback (False: no log, or only an error line without frames)",
+        False,
+    )
     run_kind: str | None = _fact(
         "train / predict: what the run does: the config (evaluation_only: predict; do_train written true: "
         "train), else a log that shows training (its banner, steps, the Trainer's loop frames) or a resume "
