@@ -17,15 +17,19 @@ from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 # Questions go out one tier at a time, the most decisive first: which memory ran out (the GPU's or the
 # host's: a host-RAM failure has its own changes in every phase, so nothing GPU-side is proposed before it)
 # and where it ran out (which nodes apply at all) come together, each worth asking only with the other's
-# answer tried too; whether the weights loaded picks the branch; card facts and the nodes' own questions only
+# answer tried too (and beside them, where the phase is open and nothing says it, whether the run trained or
+# only predicted or chatted: RUN_KIND); whether the weights loaded picks the branch; card facts and the nodes' own questions only
 # choose within it. The nodes' own questions that name a cause come before the card facts (CAUSE_TIER); the
 # others join the last tier.
 QUESTION_TIERS: tuple[tuple[str, ...], ...] = (
-    ("memory_kind", "phase"),
+    ("memory_kind", "phase", "run_kind"),
     ("weights_loaded",),
     ("card_gb", "world_size"),
     ("card_bf16",),
 )
+# Whether the run trained or only predicted (a node's own question, rules/load.predict_copies_per_gpu.yaml): asked
+# beside the phase where nothing says it, since a run that only generates runs out where it evaluates.
+RUN_KIND = "run_kind"
 # A node's own question whose answer names the cause (its node locates one fixed cause: "did it resume?" is the
 # optimizer state, "is that process yours?" another process) comes before the card's size and the world size,
 # which only weigh the candidates: the size is asked after it, where it still changes the proposal.
@@ -53,6 +57,17 @@ def check_answers(answers: Mapping[str, str], rules: RuleSet) -> None:
             )
         if value not in spec.allowed:
             raise BadInput(msg("bad_answer", None, key=key, value=value, allowed=", ".join(spec.allowed)))
+
+
+def _run_kind_beside_phase(facts: Facts, rules: RuleSet, open_keys: list[str]) -> LoadedNode | None:
+    """The node that asks whether the run trained or only predicted (a chat, the web UI's chat, do_predict),
+    where that is asked beside the phase: the phase is open, neither the config nor the log says what the run
+    does (``derived.run_kind``), and the log shows no frames (a bare message): a run that only generates runs
+    out in evaluation, not in a step."""
+    d = facts.derived
+    if "phase" not in open_keys or d.run_kind is not None or RUN_KIND in facts.answers or d.frames_seen:
+        return None
+    return next((n for n in rules if n.node.ask is not None and n.node.ask.key == RUN_KIND), None)
 
 
 def names_a_cause(loaded: LoadedNode) -> bool:
@@ -153,10 +168,14 @@ def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]
         if key is not None and key not in BUILTIN_QUESTIONS and key not in facts.answers:
             node_asks.setdefault(key, loaded)
     open_keys = _open_builtin_keys(facts)
+    beside_phase = _run_kind_beside_phase(facts, rules, open_keys)
+    if beside_phase is not None:
+        open_keys.append(RUN_KIND)
+        node_asks[RUN_KIND] = beside_phase
     tiers = [[key for key in tier if key in open_keys] for tier in QUESTION_TIERS]
-    naming = [key for key, loaded in node_asks.items() if names_a_cause(loaded)]
+    naming = [key for key, loaded in node_asks.items() if names_a_cause(loaded) and key not in tiers[0]]
     tiers.insert(CAUSE_TIER, naming)
-    tiers[-1] += [key for key in node_asks if key not in naming]
+    tiers[-1] += [key for key in node_asks if key not in naming and key not in tiers[0]]
     walks = _Walks(facts, rules, walk)
     for index, tier in enumerate(tiers):
         later = [key for rest in tiers[index + 1 :] for key in rest]

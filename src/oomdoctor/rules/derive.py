@@ -157,18 +157,32 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
         return "load", "weights_size"  # no log: the weights alone do not fit, so it stops while loading
     if log is None and over is None and _weights_beyond_every_card(facts):
         return "load", "weights_size_any_card"  # no card size, but no card the tool knows holds them
+    by_config = config is not None and evaluation_only(config)
     if (
-        config is not None
-        and evaluation_only(config)
+        (by_config or _answered_predict(facts, weights_loaded))
         and ((over is not None and over < 0) if log is None else log_failed(facts))
         and not _card_held_by_others(facts)
     ):
-        # nothing but evaluation runs after the weights load; with no log that holds only where the weights fit
-        # a card of known size (else loading is as likely, and the phase is asked)
-        return "eval", "config"
+        # nothing but evaluation (or generation: a chat) runs after the weights load; with no log that holds only
+        # where the weights fit a card of known size (else loading is as likely, and the phase is asked)
+        return "eval", ("config" if by_config else "run_kind")
     if _bare_logits_request(facts):
         return ("long_sample" if log is not None and log.good_steps else "first_batch"), "logits_size"
     return "unknown", "none"
+
+
+# What a run that only generates is (derived.run_kind): it runs out where it evaluates, once the weights loaded.
+GENERATING_RUN_KINDS = frozenset({"predict", "chat"})
+
+
+def _answered_predict(facts: Facts, weights_loaded: bool | None) -> bool:
+    """The user says the run only predicts or chats (``derived.run_kind``, neither the config nor the log shows
+    training), and the log does not leave loading open: the weights loaded, or it shows no frames at all (a
+    bare message; frames that place nothing may still be the load's)."""
+    if _run_kind(facts) not in GENERATING_RUN_KINDS or weights_loaded is False:
+        return False
+    log = facts.log
+    return weights_loaded is True or log is None or not log.frames
 
 
 def _weights_against_card(facts: Facts) -> float | None:
@@ -672,8 +686,10 @@ NOT_A_CHECKPOINT = frozenset({"false", "none", "null", "no"})
 
 def _resumes(facts: Facts) -> bool | None:
     """See ``Derived.resumes``: the config's own resume_from_checkpoint settles it; else the user's answer."""
+    from oomdoctor.facts.config import setting
+
     config = facts.config
-    value = config.raw.get("resume_from_checkpoint") if config is not None else None
+    value = setting(config, "resume_from_checkpoint") if config is not None else None
     if value is True or (
         isinstance(value, str) and value.strip() and value.strip().lower() not in NOT_A_CHECKPOINT
     ):
@@ -688,10 +704,12 @@ TRAINING_FRAMES = frozenset({"_inner_training_loop", "training_step"})
 def _run_kind(facts: Facts) -> str | None:
     """See ``Derived.run_kind``: what the config runs, else a log that shows training or a resume, else the
     user's answer."""
+    from oomdoctor.facts.config import writes_training_keys
+
     config, log = facts.config, facts.log
     if config is not None and evaluation_only(config):
         return "predict"
-    if config is not None and config.raw.get("do_train") is True:
+    if config is not None and (config.do_train or writes_training_keys(config)):
         return "train"
     if log is not None and (
         log.training_started or log.good_steps or TRAINING_FRAMES.intersection(log.frames)

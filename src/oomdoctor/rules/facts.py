@@ -72,7 +72,8 @@ class Derived:
         "is this batch's logits) / log_stop (a log with no error line that stops before the first step, made an "
         "OOM by an answer) / weights_size (no log, and the weights alone on each card are more than the card) / "
         "weights_size_any_card (no log, no card size, and the weights alone are more than any card of the "
-        "table, unsharded or over a stated world size) / none",
+        "table, unsharded or over a stated world size) / run_kind (the user says the run only predicts or "
+        "chats, and neither the config nor the log shows training) / none",
         "none",
     )
     phase_candidates: tuple[str, ...] = _fact(
@@ -250,9 +251,11 @@ class Derived:
         False,
     )
     run_kind: str | None = _fact(
-        "train / predict: what the run does: the config (evaluation_only: predict; do_train written true: "
-        "train), else a log that shows training (its banner, steps, the Trainer's loop frames) or a resume "
-        "(resumes: only a training resumes), else the user's answer to run_kind; None when none says (a chat or web-UI chat is predict: it only generates)"
+        "train / predict / chat: what the run does: the config (evaluation_only: predict; do_train written "
+        "true, or a key only a training uses, lf_defaults.yaml training_only_keys: train), else a log that shows "
+        "training (its banner, steps, the Trainer's loop frames) or a resume (resumes: only a training "
+        "resumes), else the user's answer to run_kind (chat: llamafactory-cli chat / webchat, the web UI's "
+        "Chat tab); None when none says"
     )
 
 
