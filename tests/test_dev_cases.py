@@ -229,7 +229,7 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
         },
     ),
     "open-instruct-65-qlora-8xa100-gradckpt": (
-        {"phase": "first_batch", "memory_kind": "gpu", "card_bf16": "yes"},
+        {"phase": "first_batch", "memory_kind": "gpu", "card_bf16": "yes", "run_kind": "train"},
         {
             "first_batch.halve_micro_batch",
             "activations.enable_gradient_checkpointing",
@@ -250,7 +250,7 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
         {"first_batch.halve_micro_batch", "long_sample.halve_micro_batch", "long_sample.measure_lengths"},
     ),
     "lf-4156-llama3-70b-zero3-offload-midtrain": (
-        {"phase": "long_sample", "memory_kind": "gpu", "card_bf16": "yes"},
+        {"phase": "long_sample", "memory_kind": "gpu", "card_bf16": "yes", "run_kind": "train"},
         {"long_sample.halve_micro_batch", "long_sample.measure_lengths", "optimizer_step.paged_adamw_8bit"},
     ),
     "lf-781-llama2-7b-midtrain": (

@@ -89,7 +89,7 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
     "chatglm-et-13-int8-save-state-dict": ({"memory_kind": "gpu", "card_bf16": "yes"}, _INT8_SAVE),
     "peft-447-8bit-save-state-dict": ({"memory_kind": "gpu", "card_bf16": "yes"}, _INT8_SAVE),
     "textgen-1490-save-every-n-steps": (
-        {"phase": "save", "memory_kind": "gpu", "card_bf16": "yes"},
+        {"phase": "save", "memory_kind": "gpu", "card_bf16": "yes", "run_kind": "train"},
         _INT8_SAVE,
     ),
     "lightning-18134-falcon40b-zero3-offload-fetch": (
@@ -139,7 +139,10 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
         {"phase": "long_sample", "memory_kind": "host"},
         {"host_ram.killed_in_training", "host_ram.killed_at_save"},
     ),
-    "lf-5419-qwen15-eval-accumulation": ({"phase": "eval", "memory_kind": "gpu", "card_bf16": "yes"}, _EVAL),
+    "lf-5419-qwen15-eval-accumulation": (
+        {"phase": "eval", "memory_kind": "gpu", "card_bf16": "yes", "run_kind": "train"},
+        _EVAL,
+    ),
     "lf-4616-qwen2-72b-dpo-memory-grows": (
         {"phase": "long_sample", "memory_kind": "gpu", "card_bf16": "yes"},
         {

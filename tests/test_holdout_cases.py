@@ -59,7 +59,10 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
         {"other_process.free_the_card"},
     ),
     # the maintainer: flash attention, then a lower cutoff (the weights are 4-bit already)
-    "lf-2769-qlora-longlora-12k-cutoff": ({**_GPU_YES, "phase": "first_batch"}, _FIRST_BATCH),
+    "lf-2769-qlora-longlora-12k-cutoff": (
+        {**_GPU_YES, "phase": "first_batch", "run_kind": "train"},
+        _FIRST_BATCH,
+    ),
     # 23 GiB reserved but unallocated beside a 22.5 GiB request: the allocator setting is memory advice too.
     # Read as a first step (see MAX_WRONG), it proposes halving the micro-batch: the same edit as
     # long_sample.halve_micro_batch, the FAQ's first remedy for a long sample; the wrong phase is counted above.
@@ -78,7 +81,10 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
     "lf-10367-qwen35-27b-qlora-step-128": ({**_GPU_YES, "phase": "long_sample"}, _LONG_SAMPLE),
     "qwen-502-t4-qlora-int4-first-step": ({"memory_kind": "gpu", "card_bf16": "no"}, _FIRST_BATCH),
     "bnb-477-qlora-first-step-after-load": (_GPU_YES, _FIRST_BATCH),
-    "lte-3-lora-4xa100-interleaved-long-data": ({**_GPU_YES, "phase": "long_sample"}, _LONG_SAMPLE),
+    "lte-3-lora-4xa100-interleaved-long-data": (
+        {**_GPU_YES, "phase": "long_sample", "run_kind": "train"},
+        _LONG_SAMPLE,
+    ),
     # the thread asks how to set QLoRA up: 4-bit base weights are the advice it looks for
     "llama-cookbook-309-qlora-t4-attention-matmul": (
         {"memory_kind": "gpu", "card_bf16": "no", "phase": "first_batch"},

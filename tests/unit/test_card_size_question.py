@@ -45,7 +45,11 @@ def test_the_question_offers_nine_sizes_smallest_first() -> None:
 
 
 def test_asked_where_no_file_says_the_card_and_the_size_decides(shared_cards: dict) -> None:
-    facts = _facts(shared_cards, answers={"memory_kind": "gpu"})
+    # whether it was a prediction names a cause (every rank loads the whole model) and is asked first
+    assert [q.key for q in diagnose(_facts(shared_cards, answers={"memory_kind": "gpu"})).questions] == [
+        "run_kind"
+    ]
+    facts = _facts(shared_cards, answers={"memory_kind": "gpu", "run_kind": "train"})
     assert facts.derived.capacity_mib is None and facts.derived.capacity_source is None
     d = diagnose(facts)
     asked = [q for q in d.questions if q.key == "card_gb"]

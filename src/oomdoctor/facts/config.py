@@ -602,3 +602,9 @@ _CONFIG_FIELDS = frozenset(f.name for f in records.fields(ConfigFacts))
 def written(config: ConfigFacts, key: str) -> bool:
     """The config itself names a value for ``key`` (a default does not count)."""
     return config.raw.get(key) not in (None, "")
+
+
+def writes_training_keys(config: ConfigFacts) -> bool:
+    """The config writes a key only a training run uses (``training_only_keys``: the learning rate, the
+    schedule, the LoRA rank...): it trains, whatever else it says."""
+    return any(written(config, key) for key in lf_knowledge()["training_only_keys"])

@@ -17,14 +17,23 @@ from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 # Questions go out one tier at a time, the most decisive first: which memory ran out (the GPU's or the
 # host's: a host-RAM failure has its own changes in every phase, so nothing GPU-side is proposed before it)
 # and where it ran out (which nodes apply at all) come together, each worth asking only with the other's
-# answer tried too; whether the weights loaded picks the branch; card facts and the nodes' own questions only
-# choose within it. The nodes' own questions join the last tier.
+# answer tried too (and beside them, where the phase is open and nothing says it, whether the run trained or
+# only predicted or chatted: RUN_KIND); whether the weights loaded picks the branch; card facts and the nodes' own questions only
+# choose within it. The nodes' own questions that name a cause come before the card facts (CAUSE_TIER); the
+# others join the last tier.
 QUESTION_TIERS: tuple[tuple[str, ...], ...] = (
-    ("memory_kind", "phase"),
+    ("memory_kind", "phase", "run_kind"),
     ("weights_loaded",),
     ("card_gb", "world_size"),
     ("card_bf16",),
 )
+# Whether the run trained or only predicted (a node's own question, rules/load.predict_copies_per_gpu.yaml): asked
+# beside the phase where nothing says it, since a run that only generates runs out where it evaluates.
+RUN_KIND = "run_kind"
+# A node's own question whose answer names the cause (its node locates one fixed cause: "did it resume?" is the
+# optimizer state, "is that process yours?" another process) comes before the card's size and the world size,
+# which only weigh the candidates: the size is asked after it, where it still changes the proposal.
+CAUSE_TIER = 2
 # The run's size (the card's memory, a sharded run's world size) is asked in its own tier, once where and which
 # memory are answered, and never tried beside another question, nor another beside it: their nine and seven
 # answers would multiply every other question's what-ifs, and a size is worth asking only for what it changes
@@ -33,8 +42,9 @@ NEVER_BESIDE: frozenset[str] = frozenset({"card_gb", "world_size"})
 # What shards a run's state over its processes, so that the world size changes what each card holds.
 SHARDING: frozenset[str] = frozenset({"deepspeed", "fsdp"})
 
-# An answer to the key settles these facts too (a phase past loading means the weights loaded).
-SETTLED_BY: dict[str, tuple[str, ...]] = {"phase": ("weights_loaded",)}
+# An answer to the key settles these facts too (a phase past loading means the weights loaded; a run that
+# resumed from a checkpoint is a training, derived.run_kind).
+SETTLED_BY: dict[str, tuple[str, ...]] = {"phase": ("weights_loaded",), "resumed": ("run_kind",)}
 
 
 def check_answers(answers: Mapping[str, str], rules: RuleSet) -> None:
@@ -47,6 +57,24 @@ def check_answers(answers: Mapping[str, str], rules: RuleSet) -> None:
             )
         if value not in spec.allowed:
             raise BadInput(msg("bad_answer", None, key=key, value=value, allowed=", ".join(spec.allowed)))
+
+
+def _run_kind_beside_phase(facts: Facts, rules: RuleSet, open_keys: list[str]) -> LoadedNode | None:
+    """The node that asks whether the run trained or only predicted (a chat, the web UI's chat, do_predict),
+    where that is asked beside the phase: the phase is open, neither the config nor the log says what the run
+    does (``derived.run_kind``), and the log shows no frames (a bare message): a run that only generates runs
+    out in evaluation, not in a step."""
+    d = facts.derived
+    if "phase" not in open_keys or d.run_kind is not None or RUN_KIND in facts.answers or d.frames_seen:
+        return None
+    return next((n for n in rules if n.node.ask is not None and n.node.ask.key == RUN_KIND), None)
+
+
+def names_a_cause(loaded: LoadedNode) -> bool:
+    """The node names one fixed cause (not one read from a fact, not unknown): an answer to its question that
+    makes it match says what filled the memory."""
+    cause = loaded.node.locates.cause
+    return isinstance(cause, str) and cause != "unknown"
 
 
 def _question_for(loaded: LoadedNode) -> Question:
@@ -140,8 +168,14 @@ def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]
         if key is not None and key not in BUILTIN_QUESTIONS and key not in facts.answers:
             node_asks.setdefault(key, loaded)
     open_keys = _open_builtin_keys(facts)
+    beside_phase = _run_kind_beside_phase(facts, rules, open_keys)
+    if beside_phase is not None:
+        open_keys.append(RUN_KIND)
+        node_asks[RUN_KIND] = beside_phase
     tiers = [[key for key in tier if key in open_keys] for tier in QUESTION_TIERS]
-    tiers[-1] += list(node_asks)
+    naming = [key for key, loaded in node_asks.items() if names_a_cause(loaded) and key not in tiers[0]]
+    tiers.insert(CAUSE_TIER, naming)
+    tiers[-1] += [key for key in node_asks if key not in naming and key not in tiers[0]]
     walks = _Walks(facts, rules, walk)
     for index, tier in enumerate(tiers):
         later = [key for rest in tiers[index + 1 :] for key in rest]

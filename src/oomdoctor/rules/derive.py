@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from oomdoctor import records
-from oomdoctor.facts.account import account_of, reserve_is_real
+from oomdoctor.facts.account import UNMEASURED_MIB, account_of, reserve_is_real
 from oomdoctor.facts.logits import logits_frame, request_is_logits, request_is_logprob_logits
 from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
 from oomdoctor.lazyre import lazy
@@ -157,18 +157,32 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
         return "load", "weights_size"  # no log: the weights alone do not fit, so it stops while loading
     if log is None and over is None and _weights_beyond_every_card(facts):
         return "load", "weights_size_any_card"  # no card size, but no card the tool knows holds them
+    by_config = config is not None and evaluation_only(config)
     if (
-        config is not None
-        and evaluation_only(config)
+        (by_config or _answered_predict(facts, weights_loaded))
         and ((over is not None and over < 0) if log is None else log_failed(facts))
         and not _card_held_by_others(facts)
     ):
-        # nothing but evaluation runs after the weights load; with no log that holds only where the weights fit
-        # a card of known size (else loading is as likely, and the phase is asked)
-        return "eval", "config"
+        # nothing but evaluation (or generation: a chat) runs after the weights load; with no log that holds only
+        # where the weights fit a card of known size (else loading is as likely, and the phase is asked)
+        return "eval", ("config" if by_config else "run_kind")
     if _bare_logits_request(facts):
         return ("long_sample" if log is not None and log.good_steps else "first_batch"), "logits_size"
     return "unknown", "none"
+
+
+# What a run that only generates is (derived.run_kind): it runs out where it evaluates, once the weights loaded.
+GENERATING_RUN_KINDS = frozenset({"predict", "chat"})
+
+
+def _answered_predict(facts: Facts, weights_loaded: bool | None) -> bool:
+    """The user says the run only predicts or chats (``derived.run_kind``, neither the config nor the log shows
+    training), and the log does not leave loading open: the weights loaded, or it shows no frames at all (a
+    bare message; frames that place nothing may still be the load's)."""
+    if _run_kind(facts) not in GENERATING_RUN_KINDS or weights_loaded is False:
+        return False
+    log = facts.log
+    return weights_loaded is True or log is None or not log.frames
 
 
 def _weights_against_card(facts: Facts) -> float | None:
@@ -366,8 +380,20 @@ def _other_process_whose(facts: Facts) -> str | None:
             return "unclear"  # "0 bytes" entries holding the rest: this run's other ranks, or another job
         if acc.own_ranks and not big:
             return "own_ranks"
+        if not big and _self_unmeasured(facts.log):
+            return (
+                "unclear"  # this process's own use unread: its non-PyTorch share (a colocated vLLM) or a job
+            )
         return "stranger" if big or acc.stranger_mib > 0 else None
     return "stranger" if _other_processes(facts)[0] else None  # NVML: processes alive on this machine now
+
+
+def _self_unmeasured(log: LogFacts | None) -> bool:
+    """The message says "this process has 0 bytes memory in use": the driver could not read this process's own
+    use (a container), so what lies outside PyTorch's reserve may be this process's own non-PyTorch memory (a
+    vLLM engine colocated in it, NCCL buffers) as well as another job's."""
+    used = log.process_in_use_mib if log is not None else None
+    return used is not None and used <= UNMEASURED_MIB
 
 
 _CAUSE_OF_TERM = {
@@ -646,9 +672,52 @@ def _with_phase(facts: Facts, phase: str, phase_source: str, weights_loaded: boo
         eval_batch_default=(not config.per_device_eval_batch_size_set) if config else None,
         precision_stated=_precision_stated(config),
         fixed_cause=_fixed_cause(phase, finetuning_type),
+        resumes=_resumes(facts),
+        frames_seen=bool(log is not None and log.frames),
+        run_kind=_run_kind(facts),
         log_stop=stop.where if stop is not None else None,
         log_stop_next=stop.next_kind if stop is not None else None,
     )
+
+
+# A written resume_from_checkpoint that resumes nothing (YAML's false, or a "none" spelt out).
+NOT_A_CHECKPOINT = frozenset({"false", "none", "null", "no"})
+
+
+def _resumes(facts: Facts) -> bool | None:
+    """See ``Derived.resumes``: the config's own resume_from_checkpoint settles it; else the user's answer."""
+    from oomdoctor.facts.config import setting
+
+    config = facts.config
+    value = setting(config, "resume_from_checkpoint") if config is not None else None
+    if value is True or (
+        isinstance(value, str) and value.strip() and value.strip().lower() not in NOT_A_CHECKPOINT
+    ):
+        return True
+    return yes_no(facts.answers.get("resumed"))
+
+
+# Frames only a training run passes through (the Trainer's loop and its step).
+TRAINING_FRAMES = frozenset({"_inner_training_loop", "training_step"})
+
+
+def _run_kind(facts: Facts) -> str | None:
+    """See ``Derived.run_kind``: what the config runs, else a log that shows training or a resume, else the
+    user's answer."""
+    from oomdoctor.facts.config import writes_training_keys
+
+    config, log = facts.config, facts.log
+    if config is not None and evaluation_only(config):
+        return "predict"
+    if config is not None and (config.do_train or writes_training_keys(config)):
+        return "train"
+    if log is not None and (
+        log.training_started or log.good_steps or TRAINING_FRAMES.intersection(log.frames)
+    ):
+        return "train"
+    if _resumes(facts):
+        return "train"  # only a training resumes from a checkpoint
+    return facts.answers.get("run_kind") or None
 
 
 def _with_sizes(facts: Facts, run: Derived, reuse: Derived | None) -> Derived:

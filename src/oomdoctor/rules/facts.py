@@ -72,7 +72,8 @@ class Derived:
         "is this batch's logits) / log_stop (a log with no error line that stops before the first step, made an "
         "OOM by an answer) / weights_size (no log, and the weights alone on each card are more than the card) / "
         "weights_size_any_card (no log, no card size, and the weights alone are more than any card of the "
-        "table, unsharded or over a stated world size) / none",
+        "table, unsharded or over a stated world size) / run_kind (the user says the run only predicts or "
+        "chats, and neither the config nor the log shows training) / none",
         "none",
     )
     phase_candidates: tuple[str, ...] = _fact(
@@ -238,6 +239,23 @@ class Derived:
         "config (model_name_or_path and dataset written), in which LLaMA-Factory runs fp32 without them; "
         "False for a fragment (a thread's few keys), whose missing precision is unknown, not fp32",
         False,
+    )
+    # --- derived facts added by the fix9b work ---
+    resumes: bool | None = _fact(
+        "the run resumes from a checkpoint: True when the config writes resume_from_checkpoint (a path, or "
+        "true), else the user's answer to resumed; None when neither says (LLaMA-Factory may also resume on "
+        "its own from a checkpoint in output_dir)"
+    )
+    frames_seen: bool = _fact(
+        "the log shows frames of the failure's traceback (False: no log, or only an error line without frames)",
+        False,
+    )
+    run_kind: str | None = _fact(
+        "train / predict / chat: what the run does: the config (evaluation_only: predict; do_train written "
+        "true, or a key only a training uses, lf_defaults.yaml training_only_keys: train), else a log that shows "
+        "training (its banner, steps, the Trainer's loop frames) or a resume (resumes: only a training "
+        "resumes), else the user's answer to run_kind (chat: llamafactory-cli chat / webchat, the web UI's "
+        "Chat tab); None when none says"
     )
 
 

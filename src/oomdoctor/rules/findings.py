@@ -224,6 +224,8 @@ def _other_processes(facts: Facts) -> list[Finding]:
         return finding(
             "own_ranks_on_card", "warning", mib=mib_text(d.other_process_mib), pids=pids, world=world
         )
+    if not d.other_process_pids and d.other_process_whose == "unclear":
+        return finding("outside_unclear", "warning", mib=mib_text(d.other_process_mib))
     pids = ", ".join(str(p) for p in d.other_process_pids)
     return finding("other_processes", "warning", mib=mib_text(d.other_process_mib), pids=pids)
 
