@@ -172,6 +172,9 @@ class Snapshot:
     context_why: Text | None = None
     context_warned: bool = False  # that line is a warning from the phase's own code (marker ``warns``)
     context_in_step: bool = False  # that line is a load inside a training step (marker ``in_step``)
+    context_owns_bars: bool = (
+        False  # the bare bars after that line are its phase's own (marker ``owns_bars``)
+    )
     train_steps: int | None = None  # last "n" of the Trainer's train bar: completed optimizer steps
     train_bar: str | None = None  # that bar as printed, for evidence
     train_steps_estimated: bool = False  # train_steps comes from a bar's elapsed time and rate, not its count
@@ -658,7 +661,7 @@ class LogScanner:
             if desc
             else None
         )
-        if loop == "done":
+        if loop == "done" or self._owned_bar(desc, total):
             return
         # a bar of the known train total is the train bar; without one, any bar outside an evaluation
         if loop is not None:
@@ -674,6 +677,14 @@ class LogScanner:
                 self._set_context("eval", shown, None)
             if snap.training_started:
                 snap.eval_started = True
+
+    def _owned_bar(self, desc: str, total: int | None) -> bool:
+        """A bare bar printed after a marker that owns the bars after it (an export merging layer after layer):
+        that phase's own progress, unless it counts to the known training total."""
+        run = self.run
+        if desc or not run.snap.context_owns_bars:
+            return False
+        return run.train_total is None or total != run.train_total
 
     def _described_bar(self, desc: str, shown: str, unfinished: bool) -> str | None:
         """A described bar: "train" / "eval" for another trainer's loop, "done" when it is read here (loading
@@ -740,7 +751,7 @@ class LogScanner:
         when no counted bar was seen, the iterations it implies (at least one) are the training steps done."""
         m = _BAR_TAIL.search(text)
         snap = self.run.snap
-        if m is None or snap.context in ("eval", "load"):
+        if m is None or snap.context in ("eval", "load") or snap.context_owns_bars:
             return
         count = _BARE_COUNT.search(text, 0, m.start() + 1)
         if count is not None and count.end() == m.start() + 1:
@@ -804,6 +815,7 @@ class LogScanner:
         snap.context_why = why
         snap.context_warned = False
         snap.context_in_step = False
+        snap.context_owns_bars = False
 
     def _markers(self, text: str) -> None:
         t = self.t
@@ -933,6 +945,7 @@ class LogScanner:
                 snap.eval_started = True
             self._set_context(str(marker.context), text.strip(), marker.why)
             snap.context_warned, snap.context_in_step = marker.warns, marker.in_step
+            snap.context_owns_bars = marker.owns_bars
             return
 
     def _allocator_warning(self, text: str) -> None:

@@ -71,6 +71,9 @@ class Marker:
     in_step: bool = False
     # the line is a launcher's own (it started the run's processes): the run is under way, nothing loaded yet
     launch: bool = False
+    # the bare progress bars that follow the line are that phase's own (an export merging layer after layer),
+    # not training steps
+    owns_bars: bool = False
     hints: tuple[str, ...] = ()  # plain substrings one of which every line it matches holds (none: not said)
 
     def may_match(self, text: str) -> bool:
@@ -232,6 +235,7 @@ def _markers(raw: dict[str, Any]) -> tuple[Marker, ...]:
             sharding=m.get("sharding"),
             in_step=bool(m.get("in_step", False)),
             launch=bool(m.get("launch", False)),
+            owns_bars=bool(m.get("owns_bars", False)),
             hints=tuple(m.get("hint") or ()),
         )
         for m in raw["markers"]
