@@ -106,6 +106,9 @@ _WARNING_CAUGHT = lazy(
 )
 # A launcher prefix in the middle of a line: another process's line started there.
 _MIDLINE_RANK = lazy(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
+# A launcher's prefix at the start of a line (torchrun's "[rank3]: ", accelerate's "[default0]: "), group 1 without
+# the spaces after it.
+_LINE_RANK = lazy(r"^(\[(?:rank|default)\d+\]:)")
 # A frame line behind a stray fragment of another process's line (".  File ...", "`  File ...").
 _FRAGMENT_BEFORE_FRAME = lazy(r'^([^\w\s\[(]{1,3})(\s+File "[^"]+", line \d+, in )')
 # Colab prints a notebook's frames as links: "[/usr/lib/python3.10/site-packages/x.py](https://localhost:8080/#)
@@ -187,9 +190,13 @@ def _join_wrapped(lines: list[str]) -> list[str]:
 
 
 def _gather(line: str, lines: list[str], start: int) -> tuple[str, int]:
-    """Join the lines after ``line`` that continue its message. Returns (joined, lines taken)."""
+    """Join the lines after ``line`` that continue its message. Returns (joined, lines taken). A message a
+    launcher prefixed line by line ("[rank3]: ...") goes on in the lines of the same prefix, read without it."""
     joined, taken = line, 0
+    prefix = _LINE_RANK.match(line)
     for nxt in lines[start : start + _MAX_WRAPPED_LINES]:
+        if prefix is not None and nxt.startswith(prefix.group(1)):
+            nxt = nxt[len(prefix.group(1)) :].lstrip(" ")
         if not nxt.strip() or _NEW_RECORD.match(nxt) or _OOM_START.search(nxt) and _NUMBERS_START.search(nxt):
             break
         candidate = _join(joined, nxt)
