@@ -495,6 +495,10 @@ class _Decision:
             # mapping a library (an import) or a weights file into memory: the start of the run, loading
             self._set("load", "high")
             ev.append(text("log_ev_mmap_at_start"))
+        elif ctx == "after_load" and not self.any_steps and not snap.training_started:
+            # the model had finished loading and nothing later says what ran: not the load; asked
+            self._marker_evidence()
+            ev.append(text("log_ev_after_load"))
         elif ctx == "zero_init":
             self._set("optimizer_step", "high")
             self._marker_evidence()

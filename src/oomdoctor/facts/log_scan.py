@@ -167,7 +167,7 @@ def _int(text: str) -> int | None:
 class Snapshot:
     """What the run was doing when a failure began (copied at that moment)."""
 
-    context: str | None = None  # load / train / eval / save / after_train / zero_init
+    context: str | None = None  # load / after_load / train / eval / save / after_train / zero_init
     context_line: str | None = None  # the line that set it
     context_why: Text | None = None
     context_warned: bool = False  # that line is a warning from the phase's own code (marker ``warns``)
@@ -694,7 +694,10 @@ class LogScanner:
         if loop == "load":
             if "shard" in desc.lower():
                 run.loading_shards = True
-            self._set_context("load", shown, None)
+            if unfinished or not self._weights_bar(desc):
+                self._set_context("load", shown, None)
+            else:
+                self._loaded(shown, None)  # every shard read: the weights are loaded
             return "done"
         if loop == "other":
             # other described bars are data preparation; before training, an unfinished one of the dataset's
@@ -703,6 +706,18 @@ class LogScanner:
                 self._data_bar(shown, unfinished)
             return "done"
         return loop
+
+    @staticmethod
+    def _weights_bar(desc: str) -> bool:
+        """A bar over the model's checkpoint files (not a generator's CUDA graphs): once it is full, the weights
+        are read."""
+        lowered = desc.lower()
+        return "shard" in lowered or lowered.startswith(("loading weights", "loading model"))
+
+    def _loaded(self, line: str, why: Text | None) -> None:
+        """The model has finished loading (context ``after_load``): what fails next is not the load."""
+        self._set_context("after_load", line, why)
+        self.run.snap.weights_loaded = True
 
     def _data_bar(self, shown: str, unfinished: bool) -> None:
         snap = self.run.snap
@@ -943,6 +958,9 @@ class LogScanner:
                     run.num_examples = None  # the next "Num examples" is the training set's
             elif marker.context == "eval" and snap.training_started:
                 snap.eval_started = True
+            if marker.context == "after_load":
+                self._loaded(text.strip(), marker.why)
+                return
             self._set_context(str(marker.context), text.strip(), marker.why)
             snap.context_warned, snap.context_in_step = marker.warns, marker.in_step
             snap.context_owns_bars = marker.owns_bars
