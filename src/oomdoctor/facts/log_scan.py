@@ -255,6 +255,8 @@ class Run:
     setup_why: Text | None = None
     warnings: list[str] = field(default_factory=list)
     tracebacks_opened: int = 0
+    # per process, the last traceback a new one replaced before its error line (facts/log_child.py reads it)
+    unfinished: dict[str, _Traceback] = field(default_factory=dict)
     rich_pending: dict[str, str] = field(default_factory=dict)  # a wrapped rich frame header, per process
     stamped_keys: set[str] = field(
         default_factory=set
@@ -1023,6 +1025,10 @@ class LogScanner:
         if header or old is None:
             # a chained traceback ("During handling of ...") starts a fresh block; keep the first if it
             # already reached a failure (that one is recorded on the Failure itself)
+            if old is not None and old.has_frames:
+                run.unfinished[key] = (
+                    old  # replaced before its error line (a launcher's own traceback may follow)
+                )
             run.tracebacks_opened += 1
             tb = _Traceback(
                 lines=[], snapshot=replace(run.snap), header=header, seq=run.tracebacks_opened, key=key
@@ -1086,9 +1092,39 @@ class LogScanner:
     def _other_error(self, key: str, text: str) -> None:
         run = self.run
         run.errors_seen += 1
-        run.other_error = text.strip()[:400]
-        run.open_tracebacks.pop(key, None)
+        tb = run.open_tracebacks.pop(key, None)
         run.last_content_was_traceback = False
+        if self._child_cut(key, tb, text):
+            return
+        if run.other_error is None or not _launcher_report(text):
+            run.other_error = text.strip()[:400]  # a launcher's report keeps the child's own error
+
+    def _child_cut(self, key: str, tb: _Traceback | None, text: str) -> bool:
+        """A launcher's report that a child failed, after the child's traceback was cut before its error line
+        (facts/log_child.py): that traceback becomes the failure, cut. True when it did."""
+        from oomdoctor.facts import log_child
+
+        run = self.run
+        if run.failure is not None or not _launcher_report(text):
+            return False
+        for source in (tb, run.unfinished.get(key)):
+            block = log_child.child_lines(source.lines) if source is not None else []
+            if source is not None and block:
+                run.failure = Failure(
+                    kind=None,
+                    ran_out_of=None,
+                    priority=-1,
+                    line=None,
+                    message="",
+                    key=key,
+                    rank=None,
+                    host=None,
+                    block=block,
+                    snapshot=source.snapshot,
+                    cut=True,
+                )
+                return True
+        return False
 
     def _close_cut_traceback(self, run: Run) -> None:
         """A log that ends inside a traceback (an excerpt cut before its error line): record where it was."""
@@ -1128,6 +1164,15 @@ class LogScanner:
         self.run = Run()
         self.runs_seen += 1
         return True
+
+
+def _launcher_report(text: str) -> bool:
+    """The error line is a launcher saying one of its children failed (facts/log_child.py)."""
+    if "Error" not in text:
+        return False
+    from oomdoctor.facts import log_child
+
+    return log_child.is_child_failure(text.strip())
 
 
 def _steps_done(groups: dict[str, str | None]) -> int | None:
