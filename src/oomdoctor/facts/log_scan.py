@@ -1105,7 +1105,14 @@ class LogScanner:
         from oomdoctor.facts import log_child
 
         run = self.run
-        if run.failure is not None or not _launcher_report(text):
+        if not _launcher_report(text):
+            return False
+        if run.failure is not None:
+            # a traceback printed after the error line, ended by the launcher's report: the child's part of it
+            # is where the failure's process was (adopted when the failure's own block holds no frame)
+            child = log_child.child_lines(tb.lines) if tb is not None else []
+            if tb is not None and child:
+                _adopt(run.failure, replace(tb, lines=child))
             return False
         for source in (tb, run.unfinished.get(key)):
             block = log_child.child_lines(source.lines) if source is not None else []

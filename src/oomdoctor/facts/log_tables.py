@@ -36,6 +36,7 @@ class FrameRule:
     functions: frozenset[str]
     files: tuple[str, ...]
     why: Text
+    setup_step: str | None = None  # what the set-up this frame runs allocates (optimizer_init / ddp_buckets)
 
     def matches(self, function: str | None, path: str | None) -> bool:
         if self.functions and (function is None or function not in self.functions):
@@ -53,6 +54,7 @@ class CodeRule:
     phase: str | None
     contains: tuple[str, ...]
     why: Text
+    setup_step: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,13 @@ def tables() -> Tables:
         run_start=_any_of(raw["run_start"]),
         frames=_frame_rules(raw),
         code=tuple(
-            CodeRule(role=c["role"], phase=c.get("phase"), contains=tuple(c["contains"]), why=_why(c))
+            CodeRule(
+                role=c["role"],
+                phase=c.get("phase"),
+                contains=tuple(c["contains"]),
+                why=_why(c),
+                setup_step=c.get("setup_step"),
+            )
             for c in raw["code"]
         ),
         markers=_markers(raw),
@@ -218,6 +226,7 @@ def _frame_rules(raw: dict[str, Any]) -> tuple[FrameRule, ...]:
             functions=frozenset(f.get("functions") or ()),
             files=tuple(f.get("files") or ()),
             why=_why(f),
+            setup_step=f.get("setup_step"),
         )
         for f in raw["frames"]
     )

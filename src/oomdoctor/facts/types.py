@@ -241,6 +241,10 @@ class LogFacts:
     zero_stage: int | None = None
     # A log of several ranks or nodes (facts/ranks.py): who ran out first, who ran out too, who was torn down.
     ranks: Any = None  # RankReport | None
+    # What a set-up before any step was allocating when it failed (phase load): "optimizer_init" (DeepSpeed /
+    # torchtune creating the optimizer's partitions and states), "ddp_buckets" (DDP's Reducer: gradient buckets as
+    # large as the trainable parameters); None otherwise. The phase is load either way (issue 8 item 4).
+    setup_step: str | None = None
 
 
 @dataclass
