@@ -1049,7 +1049,7 @@ class LogScanner:
     def _failure(self, form: OomForm, key: str, rank: int | None, host: str | None, text: str) -> None:
         run = self.run
         run.last_content_was_traceback = False
-        if form.only_without_error and run.errors_seen:
+        if form.only_without_error and (run.errors_seen or self._launcher_teardown(text)):
             self._warn(text)
             return
         current = run.failure
@@ -1117,21 +1117,29 @@ class LogScanner:
         for source in (tb, run.unfinished.get(key)):
             block = log_child.child_lines(source.lines) if source is not None else []
             if source is not None and block:
-                run.failure = Failure(
-                    kind=None,
-                    ran_out_of=None,
-                    priority=-1,
-                    line=None,
-                    message="",
-                    key=key,
-                    rank=None,
-                    host=None,
-                    block=block,
-                    snapshot=source.snapshot,
-                    cut=True,
-                )
+                run.failure = _cut_failure(key, block, source.snapshot)
                 return True
         return False
+
+    def _launcher_teardown(self, text: str) -> bool:
+        """A launcher's line that it tears the run down (DeepSpeed's sigkill_handler, "Killing subprocess"): with
+        a traceback open before it (cut by the excerpt) that traceback is the failure, cut; a child that exited
+        with a positive code raised an exception the log does not show (a kill is -9 / 137): the run was under
+        way and stopped with no error line (asked). True when the line is no kill."""
+        from oomdoctor.facts import log_child
+
+        run = self.run
+        key = run.last_traceback_key
+        tb = run.open_tracebacks.get(key) if key is not None else None
+        if run.failure is None and tb is not None and tb.has_frames:
+            block = log_child.child_lines(tb.lines) or tb.lines
+            run.failure = _cut_failure(key or "", block, tb.snapshot)
+            return True
+        code = _RETURN_CODE.search(text)
+        if code is None or int(code.group(1)) <= 0 or int(code.group(1)) in _KILL_CODES:
+            return False
+        run.launched = True  # the launcher's own line: the run was under way, and how it failed is not shown
+        return True
 
     def _close_cut_traceback(self, run: Run) -> None:
         """A log that ends inside a traceback (an excerpt cut before its error line): record where it was."""
@@ -1144,23 +1152,14 @@ class LogScanner:
             return
         # IPython named the class on the header line: an OOM said at the top, cut before the bottom
         form = self._oom_form(tb.names) if tb.names else None
-        run.failure = Failure(
-            kind=form.kind if form is not None else None,
-            ran_out_of=form.ran_out_of if form is not None else None,
-            priority=form.priority if form is not None else -1,
-            line=None,
-            message=tb.names.strip() if form is not None else "",
-            key=key or "",
-            rank=None,
-            host=None,
-            block=tb.lines,
-            snapshot=tb.snapshot,
-            cut=form is None,
-        )
-        if key and key.startswith("rank"):
-            run.failure.rank = int(key[4:])
-        elif key and key.startswith("host:"):
-            run.failure.host = key[5:]
+        run.failure = _cut_failure(key or "", tb.lines, tb.snapshot)
+        if form is not None:
+            run.failure.kind, run.failure.ran_out_of, run.failure.priority = (
+                form.kind,
+                form.ran_out_of,
+                form.priority,
+            )
+            run.failure.message, run.failure.cut = tb.names.strip(), False
 
     def _restart_if_failed(self) -> bool:
         """A new run starts in the same file: keep the failed one, start over (a reporter's sentence naming
@@ -1171,6 +1170,33 @@ class LogScanner:
         self.run = Run()
         self.runs_seen += 1
         return True
+
+
+def _cut_failure(key: str, block: list[str], snapshot: Snapshot) -> Failure:
+    """A traceback of process ``key`` that stops before its error line, as the run's failure (cut)."""
+    failure = Failure(
+        kind=None,
+        ran_out_of=None,
+        priority=-1,
+        line=None,
+        message="",
+        key=key,
+        rank=None,
+        host=None,
+        block=block,
+        snapshot=snapshot,
+        cut=True,
+    )
+    if key.startswith("rank") and key[4:].isdecimal():
+        failure.rank = int(key[4:])
+    elif key.startswith("host:"):
+        failure.host = key[5:]
+    return failure
+
+
+# a launcher's report of a child's exit code ("exits with return code = 1"); -9 and 137 are SIGKILL
+_RETURN_CODE = lazy(r"return code\s*=\s*(-?\d{1,4})\b")
+_KILL_CODES = frozenset({137})
 
 
 def _launcher_report(text: str) -> bool:
