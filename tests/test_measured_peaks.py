@@ -14,7 +14,6 @@ Run with ``-s`` to see the per-case tables and the median per measurement kind.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import statistics
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from oomdoctor import records
 from oomdoctor.estimate import estimate
 from oomdoctor.facts.config import config_from_mapping
 from oomdoctor.facts.model import model_from_name
@@ -240,7 +240,7 @@ def _compare(case: dict[str, Any], cases: list[dict[str, Any]]) -> tuple[str, fl
     if "litgpt" in str(case["source"]).lower() and model.tie_word_embeddings:
         # litgpt's Config.tie_embeddings defaults to False and its Llama 3.2 / Gemma configs leave it unset:
         # the converted checkpoint carries a separate lm_head, so the run held both matrices.
-        model = dataclasses.replace(model, tie_word_embeddings=False, params=None, embedding_params=None)
+        model = records.replace(model, tie_word_embeddings=False, params=None, embedding_params=None)
     card = _card_mib(case)
     result = estimate(config, model, data=data, gpu_total_mib=card)
     measured = float(case["measured_peak_gib"]) * 1024.0

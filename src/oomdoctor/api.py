@@ -84,8 +84,7 @@ def gather(
 def _calibrated(facts: Facts, readings: Any, answers: Mapping[str, str] | None) -> Facts:
     """The bundle again with the estimate a probe's calibration gives (estimate/calibrate.py), when one is
     stored for this setting: on the settled card and world size, pinned in the readings."""
-    import dataclasses
-
+    from oomdoctor import records
     from oomdoctor.estimate import estimate
 
     config, model = facts.config, facts.model
@@ -102,7 +101,7 @@ def _calibrated(facts: Facts, readings: Any, answers: Mapping[str, str] | None) 
         return facts
     from oomdoctor.rules.assemble import assemble
 
-    return assemble(dataclasses.replace(readings, estimate=pinned), answers)
+    return assemble(records.replace(readings, estimate=pinned), answers)
 
 
 def _calibration(config: Any, log: Any, gpu: Any) -> Any:

@@ -7,6 +7,8 @@ Modules are imported only for the verb that runs, so start-up stays light.
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import importlib
 import os
 import sys
@@ -17,7 +19,7 @@ from typing import Any
 from oomdoctor import __version__
 from oomdoctor.errors import EXIT_BAD_INPUT, BadInput, one_line
 from oomdoctor.i18n import LANGS, Lang, default_lang, help_text, msg, set_help_lang
-from oomdoctor.lazyre import lazy
+from oomdoctor.lazyre import keep_new_forms, lazy
 
 # Each verb and the catalogue key of its one-line help; ``--help`` shows the user's language.
 VERBS: dict[str, str] = {
@@ -197,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     would read as "the training failed"."""
     words = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in words[: words.index("--")] if "--" in words else "--debug" in words
+    _quick_exit()
     try:
         return _run(words)
     except BadInput as err:
@@ -214,6 +217,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         sys.stderr.write(f"oomdoctor: {one_line(crash_line(err))}\n")
         return EXIT_BAD_INPUT
+    finally:
+        keep_new_forms()  # the log patterns this start compiled, for the next one (lazyre)
+
+
+def _quick_exit() -> None:
+    """When the process exits, move every object to the collector's permanent generation first: the
+    interpreter's last full collection then has nothing to walk (about 6 ms of a ``diagnose`` start,
+    a tenth of a warm start). The memory goes back with the process, and what oomdoctor writes it
+    closes itself (``with``). Registered once however often ``main`` runs in one process (the tests)."""
+    atexit.unregister(gc.freeze)
+    atexit.register(gc.freeze)
 
 
 def crash_line(err: BaseException) -> str:

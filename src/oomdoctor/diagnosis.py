@@ -6,14 +6,14 @@ ARCHITECTURE.md) and what the TUI shows. Texts are ``oomdoctor.text.Text``; in J
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from oomdoctor.facts.types import to_jsonable
+from oomdoctor.records import field, record
 from oomdoctor.text import Text
 
 
-@dataclass
+@record
 class Answer:
     """One offered answer to a question: its value and its label in both languages."""
 
@@ -21,7 +21,7 @@ class Answer:
     label: Text
 
 
-@dataclass
+@record
 class Question:
     """Something the files cannot tell. ``key`` is what ``--answer key=value`` fills."""
 
@@ -35,7 +35,7 @@ class Question:
         return [a.value for a in self.answers]
 
 
-@dataclass
+@record
 class Finding:
     """One thing the readers or rules noticed, worth telling the user (e.g. "gradient checkpointing is
     already on by default", "the eval batch defaults to 8")."""
@@ -45,7 +45,7 @@ class Finding:
     severity: str = "info"  # info / warning / error
 
 
-@dataclass
+@record
 class EstimatedEffect:
     """The estimator's peak before and after a change (allocated MiB), and whether the result fits."""
 
@@ -55,7 +55,7 @@ class EstimatedEffect:
     note: Text | None = None
 
 
-@dataclass
+@record
 class Proposal:
     """One change to the config: the rule it comes from, what changes, why, its cost and its estimated effect."""
 
@@ -77,7 +77,7 @@ class Proposal:
     next: list[str] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Diagnosis:
     """The answer of `diagnose`: where it ran out, of which memory, the findings, the one proposal and the questions."""
 

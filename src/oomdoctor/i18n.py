@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from oomdoctor.text import Text
 
 # The same two as oomdoctor.text's; spelt here too so that a start which only parses arguments (``--help``)
-# imports neither oomdoctor.text nor the dataclasses module it needs (about 10 ms of inspect, ast, dis).
+# imports neither oomdoctor.text nor oomdoctor.records (once the stdlib dataclasses: ~10 ms of inspect, ast, dis).
 Lang = Literal["en", "zh"]
 LANGS: tuple[Lang, ...] = ("en", "zh")
 

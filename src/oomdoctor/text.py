@@ -3,7 +3,7 @@ questions, proposals, estimate and probe notes, comparison notes, log evidence).
 
 A frozen value with ``en`` and ``zh``; ``pick(lang)`` gives one. It is also, read-only, the dict
 ``{"en": ..., "zh": ...}`` that these texts were before it: ``text["en"]`` and ``text.get("zh")`` work, it
-equals that dict, and ``json.dumps``, ``dataclasses.asdict`` and ``facts.types.to_jsonable`` write exactly
+equals that dict, and ``json.dumps``, ``records.asdict`` and ``facts.types.to_jsonable`` write exactly
 that dict, so every JSON output (``--json``, change.json, result.json) is unchanged. Changing it raises.
 No imports of the project: anything may use it.
 """
@@ -11,14 +11,15 @@ No imports of the project: anything may use it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
+
+from oomdoctor.records import record
 
 Lang = Literal["en", "zh"]
 LANGS: tuple[Lang, ...] = ("en", "zh")
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class Text(dict[str, str]):
     """A text in English and Chinese."""
 

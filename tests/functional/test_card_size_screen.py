@@ -15,11 +15,11 @@ from oomdoctor.tui.widgets import QuestionPanel
 async def test_all_nine_card_sizes_show_and_key_nine_chooses_the_last(
     user_dir: Path, gpu_source: Any
 ) -> None:
-    import dataclasses
+    from oomdoctor import records
 
     config = user_dir / "configs/qwen3_lora.yaml"
     facts = make_facts(config, gpu_source, phase="unknown")
-    diagnosis = dataclasses.replace(
+    diagnosis = records.replace(
         make_diagnosis(questions=True), questions=[builtin_question("card_gb", "engine")]
     )
     app = build_app(lang="en", gpu_source=gpu_source, trial_launcher=lambda *a, **k: None, clock=fixed_clock,

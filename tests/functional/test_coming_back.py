@@ -4,7 +4,6 @@ the trials folder is the session's memory."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from functional.tui_helpers import (
     settle,
     show_diagnosis,
 )
+from oomdoctor import records
 from oomdoctor.discover import read_saved_session, saved_changes
 from oomdoctor.facts.types import DataFacts
 from oomdoctor.tui.comparison import ComparisonScreen
@@ -41,7 +41,7 @@ async def _first_session(user_dir: Path, gpu_source: Any, monkeypatch: pytest.Mo
     monkeypatch.setattr("oomdoctor.facts.dataset.token_lengths", token_lengths)
     # the hand-built model facts have no full shape to re-estimate with: keep the estimate as it was
     monkeypatch.setattr("oomdoctor.tui.app.facts_with_lengths",
-                        lambda facts, data: dataclasses.replace(facts, data=data))  # fmt: skip
+                        lambda facts, data: records.replace(facts, data=data))  # fmt: skip
     app = _app(user_dir, gpu_source, scan_at_start=False)
     config, log = user_dir / "configs/qwen3_lora.yaml", user_dir / "qwen3_lora.log"
     async with app.run_test(size=(80, 24)) as pilot:

@@ -4,7 +4,6 @@ at the card's total while the estimator's own numbers stay as they are."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from functional.tui_helpers import (
     settle,
     show_diagnosis,
 )
+from oomdoctor import records
 from oomdoctor.commands.watch import watch
 from oomdoctor.facts.gpu import FakeGpuSource
 from oomdoctor.i18n import Lang
@@ -90,8 +90,8 @@ def test_nvidia_smi_band_is_capped_at_the_card() -> None:
 
 def test_facts_row_caps_the_band_and_leaves_the_estimate_alone(user_dir: Path, gpu_source: Any) -> None:
     facts = make_facts(user_dir / "configs/qwen3_lora.yaml", gpu_source)
-    facts = dataclasses.replace(
-        facts, estimate=dataclasses.replace(facts.estimate, expected_nvidia_smi_mib=(26440.0, 80210.0))
+    facts = records.replace(
+        facts, estimate=records.replace(facts.estimate, expected_nvidia_smi_mib=(26440.0, 80210.0))
     )
     rows = dict(render.facts_rows(facts, make_diagnosis(), "en"))
     assert rows["Estimate"] == (

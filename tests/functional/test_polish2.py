@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import io
 import re
 from pathlib import Path
@@ -16,7 +15,7 @@ from textual.widgets import Static
 
 import oomdoctor.tui as tui_package
 from functional.tui_helpers import ScriptedTrial, apply_first_proposal, fixed_clock, screen_text
-from oomdoctor import catalogue
+from oomdoctor import catalogue, records
 from oomdoctor.api import gather
 from oomdoctor.cli import main
 from oomdoctor.demo import demo_known, demo_paths
@@ -80,8 +79,8 @@ def test_every_term_has_one_name_in_the_table_the_facts_and_the_reports(
         # the estimate table: a row that starts with the name
         assert any(line.strip().startswith(name + " ") for line in table), (term, name, table)
         # the same estimate with this term the largest: the finding, the text report and the Facts row
-        largest = dataclasses.replace(est, dominant_term=term)
-        facts = dataclasses.replace(demo_facts, estimate=largest)
+        largest = records.replace(est, dominant_term=term)
+        facts = records.replace(demo_facts, estimate=largest)
         diagnosis = diagnose(facts)
         assert name in _finding_text(diagnosis, "dominant_term", lang)
         assert name in diagnosis_report(diagnosis, lang)

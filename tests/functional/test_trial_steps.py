@@ -108,10 +108,10 @@ async def test_the_switch_back_to_the_first_steps(user_dir: Path, gpu_source: An
 
 
 def test_schedule_steps_reach_the_first_validation_or_save(user_dir: Path, gpu_source: Any) -> None:
-    import dataclasses
+    from oomdoctor import records
 
     facts = make_facts(user_dir / "configs/qwen3_lora.yaml", gpu_source)
     assert schedule_steps(facts, 50) == 50
-    early = dataclasses.replace(facts, config=dataclasses.replace(facts.config, eval_steps=20))
+    early = records.replace(facts, config=records.replace(facts.config, eval_steps=20))
     assert schedule_steps(early, 50) == 20
     assert schedule_steps(None, 50) == 50

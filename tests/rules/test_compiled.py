@@ -6,7 +6,6 @@ file or the validating code changes, and must never turn a damaged or unwritable
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import marshal
 import os
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from oomdoctor import usercache
+from oomdoctor import records, usercache
 from oomdoctor.resources import rules_dir
 from oomdoctor.rules import compiled, model, nodes
 from oomdoctor.rules.loader import RuleLoadError, check_rules, load_rules
@@ -52,7 +51,7 @@ def rules_copy(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(("schema", "runtime"), TWINS, ids=lambda c: c.__name__)
 def test_each_runtime_class_has_exactly_its_schema_twins_fields(schema: type, runtime: type) -> None:
-    assert set(schema.model_fields) == {f.name for f in dataclasses.fields(runtime)}
+    assert set(schema.model_fields) == {f.name for f in records.fields(runtime)}
 
 
 def test_cached_nodes_equal_the_validated_nodes(cache: Path, rules_copy: Path) -> None:

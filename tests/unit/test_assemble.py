@@ -6,10 +6,9 @@ The excerpts are real (LLaMA-Factory issues, cited); they go through the real lo
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
+from oomdoctor import records
 from oomdoctor.facts.config import config_from_mapping
 from oomdoctor.facts.gpu import FakeGpuSource, read_gpu
 from oomdoctor.facts.log import parse_log_text
@@ -80,7 +79,7 @@ def test_the_banners_world_size_is_the_one_everybody_reads() -> None:
 
 
 def test_world_size_sources_in_order() -> None:
-    banner_total = dataclasses.replace(
+    banner_total = records.replace(
         parse_log_text(RANK3_EXCERPT), instantaneous_batch_size=4, gradient_accumulation_steps=8,
         total_train_batch_size=192,
     )  # fmt: skip
@@ -136,7 +135,7 @@ def test_one_card_size_flag_then_log_then_nvml(flag: float | None, with_log: boo
 
 def test_the_bundle_is_frozen_and_answers_make_a_new_one() -> None:
     facts = facts_of(config=course())
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(records.FrozenRecordError):
         facts.config = None  # type: ignore[misc]
     with pytest.raises(TypeError):
         facts.answers["phase"] = "eval"  # type: ignore[index]

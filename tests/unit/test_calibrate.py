@@ -7,7 +7,6 @@ turned into LLaMA-Factory settings by the adapter of tests/test_measured_peaks.p
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from oomdoctor import records
 from oomdoctor.estimate import estimate
 from oomdoctor.estimate.calibrate import (
     Calibration,
@@ -47,7 +47,7 @@ def _point(case: dict[str, Any], cases: list[dict[str, Any]]) -> tuple[Point, An
     model = model_from_name(str(case["model"]))
     assert model is not None
     if "litgpt" in str(case["source"]).lower() and model.tie_word_embeddings:
-        model = dataclasses.replace(model, tie_word_embeddings=False, params=None, embedding_params=None)
+        model = records.replace(model, tie_word_embeddings=False, params=None, embedding_params=None)
     measured = float(case["measured_peak_gib"]) * 1024.0
     kind = measurement_kind(case)
     if kind == "allocated":
@@ -133,7 +133,7 @@ def test_the_cache_finds_the_same_setting_only(tmp_path: Path, monkeypatch: pyte
     assert found is not None and found.constants["activation_scale"] == 0.9
     assert find_calibration(config, "A100-80GB", VERSIONS) is None
     assert find_calibration(config, "V100-32GB", {**VERSIONS, "torch": "2.9.1"}) is None
-    other_precision = dataclasses.replace(config, precision="bf16")
+    other_precision = records.replace(config, precision="bf16")
     assert find_calibration(other_precision, "V100-32GB", VERSIONS) is None
 
 

@@ -3,12 +3,11 @@ calibration code; with one stored for the setting, its estimate and what-ifs res
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
-from oomdoctor import api
+from oomdoctor import api, records
 from oomdoctor.estimate.calibrate import HOST_CARD, Calibration, default_constants, save, setting_of
 from oomdoctor.facts.gpu import FakeGpuSource
 
@@ -54,4 +53,4 @@ def test_a_stored_calibration_is_found_and_used_by_the_what_ifs() -> None:
 
 def _effects(diagnosis: api.Diagnosis) -> list[object]:
     proposals = [diagnosis.proposal, *diagnosis.alternatives]
-    return [dataclasses.asdict(p.effect) for p in proposals if p is not None and p.effect is not None]
+    return [records.asdict(p.effect) for p in proposals if p is not None and p.effect is not None]

@@ -207,3 +207,21 @@ def test_wrap_columns_breaks_chinese_between_characters_not_before_closing_marks
         assert not any(line[0] in ",。)" or line[-1] == "(" for line in lines), (width, lines)
     assert wrap_columns("print one JSON object", 10) == ["print one", "JSON", "object"]
     assert wrap_columns("a " + "x" * 20, 10) == ["a", "x" * 20]  # a word wider than the line keeps it whole
+
+
+def test_at_exit_the_objects_are_frozen_so_the_last_collection_walks_none() -> None:
+    """However often ``main`` runs in a process, one exit hook freezes the heap (the interpreter's final
+    collection then skips it); the verb's output is written before that."""
+    code = (
+        "import atexit, contextlib, gc, io\n"
+        "calls, freeze = [], gc.freeze\n"
+        "gc.freeze = lambda: (calls.append(1), freeze())\n"
+        "from oomdoctor.cli import main\n"
+        "for _ in range(3):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "        main(['--help'])\n"
+        "atexit._run_exitfuncs()\n"
+        "print(len(calls), gc.get_freeze_count() > 1000)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "True"], out.stderr

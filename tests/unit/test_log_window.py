@@ -136,9 +136,8 @@ def test_a_line_without_a_needle_changes_nothing_the_gaps_drop() -> None:
     """The gaps keep only progress bars, loss dicts and step lines: every other line the scanner acts on must hold a
     needle. A new check in LogScanner._segment whose lines hold none fails here (add its regex to
     log_needles._scanner_needles)."""
-    from dataclasses import asdict
-
     from oomdoctor.facts.log_needles import hit_pattern, step_counter_literals
+    from oomdoctor.records import asdict
 
     finder = hit_pattern()
     summed = (b"%|", b"'loss':", b"s/it", b"it/s", *(step_counter_literals() or ()))  # gaps sum these up

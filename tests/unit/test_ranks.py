@@ -3,11 +3,11 @@ torn down; a folder of per-node logs read as one run."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
+from oomdoctor import records
 from oomdoctor.facts import log as log_module
 from oomdoctor.facts.log import parse_log_text
 from oomdoctor.facts.ranks import rank_findings, rank_report, read_run_log
@@ -138,7 +138,7 @@ def test_a_small_messy_log_is_scanned_once_as_its_reassembled_text(
     log = read_run_log(demo)
     assert not windowed
     assert log.bytes_read == demo.stat().st_size and log.encoding == "utf-8"
-    assert dataclasses.replace(log, bytes_read=expected.bytes_read, encoding=None) == expected
+    assert records.replace(log, bytes_read=expected.bytes_read, encoding=None) == expected
     clean = tmp_path / "clean.log"  # no "\\r", nothing wrapped: the windowed scan reads it, once
     clean.write_text(OOM.format(gpu=0) + "\n", encoding="utf-8")
     assert read_run_log(clean).capacity_mib == 39.38 * 1024 and windowed == [clean]

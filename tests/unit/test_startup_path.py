@@ -24,6 +24,9 @@ TRAINING_STACK = {"torch", "transformers", "datasets", "llamafactory", "peft", "
 # parsed config: pydantic (rule validation), yaml (parsing), textual (the app); tempfile and csv (writing a
 # cache entry, reading a CSV); shutil (argparse's terminal width, with bz2 and lzma behind it).
 NOT_WHEN_WARM = {"pydantic", "yaml", "textual", "tempfile", "csv", "shutil", "bz2", "lzma"}
+# The record types of the start-up path are made by oomdoctor.records: the stdlib's dataclasses (which
+# compiles each class's methods with exec, and imports inspect) is for the trials, the watch and the app.
+RECORDS_NOT_DATACLASSES = {"dataclasses", "inspect"}
 
 _CHILD = """
 import contextlib, gc, io, runpy, sys
@@ -82,6 +85,7 @@ def test_a_warm_diagnosis_loads_no_parser_validator_or_app(diagnose_starts: tupl
     loaded = set(warm["modules"])
     assert not loaded & NOT_WHEN_WARM, sorted(loaded & NOT_WHEN_WARM)
     assert not loaded & TRAINING_STACK
+    assert not loaded & RECORDS_NOT_DATACLASSES, sorted(loaded & RECORDS_NOT_DATACLASSES)
 
 
 # What a warm `diagnose --json` of the demo does not use: the text report (and shlex behind it), the probe
@@ -120,7 +124,7 @@ def test_a_warm_estimate_reads_the_config_without_yaml(cache: Path) -> None:
     assert json.loads(warm["stdout"]) == json.loads(cold["stdout"])
     loaded = set(warm["modules"])
     assert not loaded & (NOT_WHEN_WARM | {"re2"}), sorted(loaded & (NOT_WHEN_WARM | {"re2"}))
-    assert not loaded & TRAINING_STACK
+    assert not loaded & (TRAINING_STACK | RECORDS_NOT_DATACLASSES)
 
 
 def test_the_help_loads_no_verb_module_and_compiles_no_log_pattern(cache: Path) -> None:
@@ -131,3 +135,21 @@ def test_the_help_loads_no_verb_module_and_compiles_no_log_pattern(cache: Path) 
     assert not loaded & (NOT_WHEN_WARM | TRAINING_STACK | {"json", "re2", "dataclasses"})
     assert start["commands"] == []  # the verb list is all the top-level help shows
     assert start["oom_forms_compiled"] is None  # the log reader was never imported
+
+
+def test_a_text_report_defines_its_records_without_dataclasses(cache: Path) -> None:
+    argv = (
+        "diagnose",
+        "--config",
+        CONFIG,
+        "--log",
+        LOG,
+        "--lengths",
+        str(ROOT / "configs" / "demo" / "lengths.json"),
+    )
+    _start(cache, *argv)
+    start = _start(cache, *argv)
+    assert (
+        "oomdoctor.report.diagnosis" in start["oomdoctor"] and "oomdoctor.facts.dataset" in start["oomdoctor"]
+    )
+    assert not set(start["modules"]) & RECORDS_NOT_DATACLASSES

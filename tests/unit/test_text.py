@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from oomdoctor import records
 from oomdoctor.api import run_diagnosis
 from oomdoctor.i18n import Bilingual, both, in_lang, msg, pick
 from oomdoctor.resources import configs_dir
@@ -38,9 +39,15 @@ def test_it_reads_compares_and_serialises_as_its_dict() -> None:
         one: Text
         many: list[Text]
 
-    plain = dataclasses.asdict(Holder(text, [text]))
-    assert plain == {"one": {"en": "a", "zh": "甲"}, "many": [{"en": "a", "zh": "甲"}]}
-    assert type(plain["one"]) is dict
+    @records.record
+    class Record:
+        one: Text
+        many: list[Text]
+
+    for holder in (Holder(text, [text]), Record(text, [text])):  # a stdlib dataclass or a record holding it
+        plain = records.asdict(holder)
+        assert plain == {"one": {"en": "a", "zh": "甲"}, "many": [{"en": "a", "zh": "甲"}]}
+        assert type(plain["one"]) is dict
 
 
 def test_it_is_a_value_that_cannot_change() -> None:
@@ -49,7 +56,7 @@ def test_it_is_a_value_that_cannot_change() -> None:
         text["en"] = "b"
     with pytest.raises(TypeError):
         text.update(en="b")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(records.FrozenRecordError):
         text.en = "b"  # type: ignore[misc]
     assert text == {"en": "a", "zh": "甲"}
     for again in (copy.copy(text), copy.deepcopy(text), pickle.loads(pickle.dumps(text))):
@@ -77,7 +84,9 @@ def test_the_catalogue_lookups_give_one_and_fill_a_text_field_per_language() -> 
 
 def _bilingual_values(value: Any, where: str = "") -> list[tuple[str, Any]]:
     """Every value shaped like a text in both languages, with where it is."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type) and not isinstance(value, Text):
+    if records.is_record(value) and not isinstance(value, type) and not isinstance(value, Text):
+        value = {f.name: getattr(value, f.name) for f in records.fields(value)}
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, dict) and set(value) == {"en", "zh"}:
         return [(where, value)]

@@ -25,13 +25,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
 from oomdoctor.i18n import both, msg
+from oomdoctor.records import asdict, field, record
 from oomdoctor.text import Text
 
 SCHEMA = 1
@@ -49,7 +49,7 @@ NEW_PEAK = 1.01  # a later milestone counts as its own point only when it raised
 MIB_PER_GIB = 1024.0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Point:
     """One measured peak and the estimator's split of it: ``static + scale x per_token`` (MiB, allocated)."""
 
@@ -60,7 +60,7 @@ class Point:
     per_token_mib: float
 
 
-@dataclass
+@record
 class Calibration:
     """Fitted constants of one setting, with what they were fitted on and how well they reproduce it."""
 

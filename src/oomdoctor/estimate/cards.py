@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -11,11 +10,12 @@ from typing import Any
 from oomdoctor.datafiles import load_data_mapping
 from oomdoctor.errors import BadInput
 from oomdoctor.i18n import msg
+from oomdoctor.records import record
 
 _CARDS_PATH = Path(__file__).with_name("gpu_cards.yaml")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Card:
     """A GPU model from the card table: its name and its memory."""
 

@@ -13,7 +13,6 @@ micro-batch call it many times.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from oomdoctor.errors import BadInput
 from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import ConfigFacts, DataFacts, ModelFacts
 from oomdoctor.i18n import both, msg
+from oomdoctor.records import field, record
 from oomdoctor.text import Text
 
 MIB = 1024.0 * 1024.0
@@ -102,7 +102,7 @@ def lora_targets(lora_target: str | None) -> tuple[set[str], list[str]]:
     return found, unknown
 
 
-@dataclass
+@record
 class _Shape:
     """The model's dimensions with the gaps filled (head_dim from hidden/heads, ...)."""
 
@@ -187,7 +187,7 @@ def _shape(model: ModelFacts) -> _Shape:
     )
 
 
-@dataclass
+@record
 class _Notes:
     """Assumptions collected while estimating, as message keys rendered in both languages."""
 
@@ -328,7 +328,7 @@ def _eval_layer_bytes_per_token(s: _Shape) -> float:
     return 4.0 * s.hidden + 2.0 * s.hidden + 2.0 * 3 * mid
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class _Setting:
     """What every term reads: the config, the model's shape, the constants and the run's kind."""
 
@@ -370,7 +370,7 @@ def _setting(config: ConfigFacts, model: ModelFacts, k: dict[str, Any]) -> _Sett
     )
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class _Lengths:
     """The sequence lengths the estimate pads to, and where each comes from."""
 
@@ -478,7 +478,7 @@ def _optimizer_bytes(st: _Setting) -> tuple[float, float]:
     return state, float(temps.get(opt, temps["default"])) * trainable_bytes
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class _State:
     """Bytes held by parameters and their training state on one GPU."""
 
@@ -545,7 +545,7 @@ def _plain_state(st: _Setting, trainable: int, frozen: float, opt_state: float, 
     )
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class _Activations:
     """Activation memory per term, in MiB."""
 
@@ -608,7 +608,7 @@ def _activations(st: _Setting, lengths: _Lengths, trainable_set: set[str]) -> _A
     return _Activations(attention=attention, stored=stored_b, layer=layer_b, loss=loss_b, total=total)
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class _Peaks:
     """The peak of each phase, in MiB."""
 
@@ -697,7 +697,7 @@ def _reserved(st: _Setting, held: _State, act: _Activations, peaks: _Peaks) -> t
     return reserved_low_b, reserved_high_b
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class _Fit:
     """Whether the peak fits the card, and by how much."""
 

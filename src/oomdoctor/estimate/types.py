@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from oomdoctor.records import field, record
 from oomdoctor.text import Text
 
 
-@dataclass
+@record
 class Estimate:
     """Per-term and per-phase peak *allocated* memory on one GPU, plus the band nvidia-smi should show.
 

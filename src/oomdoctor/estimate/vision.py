@@ -10,13 +10,13 @@ sequence longer than the cutoff leaves every such sample at the cutoff.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from oomdoctor.facts.types import ConfigFacts, ModelFacts
+from oomdoctor.records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VisionTokens:
     """The tokens one image (and one video) of a multimodal family becomes, at the config's pixel limits."""
 

@@ -16,10 +16,10 @@ Pure: numbers in (MiB, from ``LogFacts``), an ``Account`` out. No I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
 from oomdoctor.facts.types import LogFacts
+from oomdoctor.records import field, record
 from oomdoctor.report import units
 from oomdoctor.text import Text
 
@@ -43,7 +43,7 @@ UNMEASURED_MIB = 0.0
 Whose = Literal["this_run", "context", "stranger", "unclear", "unmeasured", "own_rank"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Listed:
     """A "Process N has Z memory in use" entry and whose it is."""
 
@@ -52,7 +52,7 @@ class Listed:
     whose: Whose
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Account:
     """Where the card's memory was when the allocation failed, as the OOM message accounts for it."""
 

@@ -9,7 +9,6 @@ the diagnosis even when the config has a typo, and the typo is itself worth repo
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import re
@@ -17,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oomdoctor import inputs, usercache
+from oomdoctor import inputs, records, usercache
 from oomdoctor.datafiles import load_data_mapping
 from oomdoctor.errors import BadInput, one_line
 from oomdoctor.facts.types import ConfigFacts
@@ -597,7 +596,7 @@ def setting(config: ConfigFacts, key: str) -> Any:
     return lf_defaults().get(key)
 
 
-_CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(ConfigFacts))
+_CONFIG_FIELDS = frozenset(f.name for f in records.fields(ConfigFacts))
 
 
 def written(config: ConfigFacts, key: str) -> bool:

@@ -10,13 +10,13 @@ only. The tokenizer must be on this machine: nothing is downloaded.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from oomdoctor import records
 from oomdoctor.errors import BadInput, one_line
 from oomdoctor.facts.types import ConfigFacts, DataFacts
 from oomdoctor.i18n import in_lang, msg
@@ -151,7 +151,7 @@ def _quiet() -> Iterator[None]:
             datasets.enable_progress_bars()
 
 
-@dataclasses.dataclass
+@records.record
 class _Counter:
     """LLaMA-Factory's loader and the config's template, ready to count tokens per sample."""
 
@@ -221,6 +221,8 @@ class _LfApi:
 
 def _data_kwargs(config: ConfigFacts, lf: _LfApi, dataset_dir: str) -> dict[str, Any]:
     """The config's DataArguments, with the cutoff lifted and packing, streaming and caching off."""
+    import dataclasses  # LLaMA-Factory's DataArguments is a stdlib dataclass
+
     data_fields = {f.name for f in dataclasses.fields(lf.data_arguments)}
     data_kwargs = {k: v for k, v in config.raw.items() if k in data_fields}
     data_kwargs.update(_FORCED_DATA_ARGS)
@@ -442,7 +444,7 @@ def known_lengths(
     if longest_tokens is None and eval_longest_tokens is None:
         return data
     base = data or DataFacts(source="given")
-    return dataclasses.replace(
+    return records.replace(
         base,
         max_tokens=longest_tokens or base.max_tokens,
         eval_max_tokens=eval_longest_tokens or base.eval_max_tokens,

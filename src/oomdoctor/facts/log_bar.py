@@ -9,9 +9,8 @@ looked at a bounded number of times.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from oomdoctor.lazyre import lazy
+from oomdoctor.records import record
 
 # after "%|": the bar, "|", then "n/total" and the optional timing in brackets
 _REST = lazy(r"[^|\n]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*(?:\[[^\]\n]*\])?")
@@ -19,7 +18,7 @@ MAX_COUNT_DIGITS = 18  # a count beyond this is not a training's (and int() refu
 _DESC_STOP = "|\r\n"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bar:
     """A tqdm progress bar found in a line: where it is, its description and its count."""
 

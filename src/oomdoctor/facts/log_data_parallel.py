@@ -12,19 +12,19 @@ in log_markers.yaml); read line by line by the log scanner (a line holding one o
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from oomdoctor.datafiles import load_data_file
 from oomdoctor.facts.log_tables import MARKERS_FILE
 from oomdoctor.lazyre import lazy
+from oomdoctor.records import record
 
 # Literals every line the patterns match holds (the scanner's needles, log_needles._scanner_needles).
 HINTS = ("DataParallel", "n_gpu", "nn/parallel/")
 _MAX_GPUS = 4096
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DataParallelLine:
     gpus: int | None  # the GPUs the line names, when it does
     batch: int | None = None  # the Trainer's adjusted batch: per-device batch x GPUs

@@ -10,18 +10,18 @@ Read line by line by the log scanner (a line holding ``HINT``); the rules decide
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from oomdoctor.datafiles import load_data_file
 from oomdoctor.facts.log_tables import MARKERS_FILE
 from oomdoctor.lazyre import lazy
+from oomdoctor.records import record
 
 # The literal every report line holds (the scanner's needle, log_needles._scanner_needles).
 HINT = "CPU Virtual Memory"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostRamReport:
     used_gib: float | None
     percent: float

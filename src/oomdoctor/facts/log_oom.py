@@ -10,10 +10,8 @@ builds spelled "capacty". Host allocators give bytes ("you tried to allocate 107
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-
-from oomdoctor.lazyre import lazy
+from oomdoctor.lazyre import compile_pattern, lazy
+from oomdoctor.records import field, record
 
 _UNIT_MIB = {
     "b": 1 / 1024**2,
@@ -45,11 +43,11 @@ def size_to_mib(value: str, unit: str) -> float:
 
 def _one(pattern: str, text: str) -> float | None:
     # a message copied from a terminal or a web page may carry doubled spaces or a line break between words
-    m = re.search(pattern.replace(" ", r"\s+"), text)
+    m = compile_pattern(pattern.replace(" ", r"\s+")).search(text)  # its compiled form kept (lazyre)
     return size_to_mib(m.group(1), m.group(2)) if m else None
 
 
-@dataclass
+@record
 class OomNumbers:
     """The sizes an out-of-memory message states, in MiB (None where it does not say)."""
 
@@ -91,7 +89,7 @@ def parse_oom_numbers(text: str) -> OomNumbers:
         or _one(r"unable to mmap " + _SIZE, text)
         or _one(r"Unable to allocate " + _SIZE, text)
     )
-    gpu = re.search(r"\b(?:GPU|NPU|XPU) (\d{1,4})\b", text)
+    gpu = compile_pattern(r"\b(?:GPU|NPU|XPU) (\d{1,4})\b").search(text)
     if gpu:
         n.gpu_index = int(gpu.group(1))
     # new format
@@ -100,7 +98,8 @@ def parse_oom_numbers(text: str) -> OomNumbers:
     n.process_in_use_mib = _one(r"this process has " + _SIZE + r" memory in use", text)
     n.allocated_mib = _one(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch", text)
     n.reserved_unallocated_mib = _one(_SIZE + r" is reserved by PyTorch but unallocated", text)
-    for m in re.finditer(r"Process\s+(\d{1,10})\s+has\s+" + _SIZE + r"\s+memory\s+in\s+use", text):
+    others = compile_pattern(r"Process\s+(\d{1,10})\s+has\s+" + _SIZE + r"\s+memory\s+in\s+use")
+    for m in others.finditer(text):
         n.other_processes.append((int(m.group(1)), size_to_mib(m.group(2), m.group(3))))
     # old format: "(GPU 2; 79.17 GiB total capacity; 76.68 GiB already allocated; 381.31 MiB free; ...)"
     if n.capacity_mib is None:
@@ -142,10 +141,11 @@ def _read_cut_tail(n: OomNumbers, text: str) -> None:
     for name, pattern in _CUT_TAILS:
         if getattr(n, name) is not None:
             continue
-        m = re.search(pattern.replace(" ", r"\s+") + r"\s*$", tail)
+        m = compile_pattern(pattern.replace(" ", r"\s+") + r"\s*$").search(tail)
         if m:
             setattr(n, name, size_to_mib(m.group(1), m.group(2)))
             return
-    m = re.search(r"Process\s+(\d{1,10})\s+has\s+" + _SIZE + r"(?:\s+memory(?:\s+in)?)?\s*$", tail)
+    last = compile_pattern(r"Process\s+(\d{1,10})\s+has\s+" + _SIZE + r"(?:\s+memory(?:\s+in)?)?\s*$")
+    m = last.search(tail)
     if m and all(pid != int(m.group(1)) for pid, _ in n.other_processes):
         n.other_processes.append((int(m.group(1)), size_to_mib(m.group(2), m.group(3))))

@@ -8,7 +8,6 @@ evidence (no progress line in a short excerpt) is marked ``low`` confidence.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import lru_cache
 
 from oomdoctor.facts.log_gather import whole_model_gather
@@ -16,6 +15,7 @@ from oomdoctor.facts.log_scan import FILE_LINE, FRAGMENT_LINE, Failure, Run, Sna
 from oomdoctor.facts.log_tables import CodeRule, FrameRule, Tables
 from oomdoctor.i18n import both
 from oomdoctor.lazyre import lazy
+from oomdoctor.records import field, record
 from oomdoctor.text import Text
 
 # IPython marks the running line of a frame "----> 1 trainer.train()" / "-> 1539 return inner_training_loop("
@@ -30,7 +30,7 @@ _ERROR_TYPE = lazy(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\b"
 TRAINING_PHASES = ("first_batch", "long_sample", "optimizer_step")
 
 
-@dataclass
+@record
 class Frame:
     """One traceback frame: file, function and the source line shown."""
 
@@ -39,7 +39,7 @@ class Frame:
     code: str | None = None
 
 
-@dataclass
+@record
 class PhaseResult:
     """The phase the failure happened in, how sure, and the lines that say so."""
 
@@ -194,7 +194,7 @@ def _good_steps(snap: Snapshot, jsonl_steps: int | None) -> int | None:
 _Hit = tuple[Frame, FrameRule | CodeRule]
 
 
-@dataclass
+@record
 class _Hits:
     """The classified frames of a traceback: the innermost context frame, the innermost compute frame
     (train / loss / forward ...) and the innermost frame of each role."""

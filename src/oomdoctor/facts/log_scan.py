@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 
 from oomdoctor.facts import launcher
 from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
@@ -20,6 +19,7 @@ from oomdoctor.facts.log_tables import OomForm, Tables, tables
 from oomdoctor.facts.log_text import split_prefix, strip_ansi
 from oomdoctor.i18n import both
 from oomdoctor.lazyre import lazy
+from oomdoctor.records import field, record, replace
 from oomdoctor.text import Text
 
 # The timing tail of a tqdm bar whose "n/total" part is not in the line (cut by the reporter, or wrapped onto
@@ -163,7 +163,7 @@ def _int(text: str) -> int | None:
     return int(digits) if 0 < len(digits) <= MAX_COUNT_DIGITS and digits.isdecimal() else None
 
 
-@dataclass
+@record
 class Snapshot:
     """What the run was doing when a failure began (copied at that moment)."""
 
@@ -187,7 +187,7 @@ class Snapshot:
     elided: bool = False  # the excerpt left lines out ("[...]") before any sign of training
 
 
-@dataclass
+@record
 class Failure:
     """A line saying memory ran out (or a cut traceback), with what led to it."""
 
@@ -219,7 +219,7 @@ class Failure:
     sibling_key: str | None = None
 
 
-@dataclass
+@record
 class _Traceback:
     """A traceback being read, per process, with the state the run was in when it opened."""
 
@@ -232,7 +232,7 @@ class _Traceback:
     names: str = ""  # IPython's header line, which names the exception's class before the frames
 
 
-@dataclass
+@record
 class Run:
     """Everything read for one run (a file may hold several: appended nohup.out, restarts)."""
 

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from oomdoctor.datafiles import load_data_file
 from oomdoctor.lazyre import lazy
+from oomdoctor.records import field, record
 from oomdoctor.text import Text
 
 MARKERS_FILE = Path(__file__).with_name("log_markers.yaml")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OomForm:
     """One way an out-of-memory is printed: its hints, its pattern and what ran out."""
 
@@ -27,7 +27,7 @@ class OomForm:
     only_without_error: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FrameRule:
     """A traceback frame (function, file) that tells what the run was doing."""
 
@@ -46,7 +46,7 @@ class FrameRule:
         return bool(self.functions)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CodeRule:
     """A running source line that tells what the run was doing."""
 
@@ -57,7 +57,7 @@ class CodeRule:
     setup_step: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Marker:
     """A log line that sets the phase context (or marks the run's set-up)."""
 
@@ -84,7 +84,7 @@ class Marker:
         return not self.hints or any(h in text for h in self.hints)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AllocatorWarning:
     """An allocator warning line, and how its count adds up."""
 
@@ -92,7 +92,7 @@ class AllocatorWarning:
     count: str | None  # "add" / "max" / None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Tables:
     """Everything ``log_markers.yaml`` holds, with its patterns ready to search."""
 
@@ -166,7 +166,8 @@ def tables() -> Tables:
     """Load and compile log_markers.yaml (once per process)."""
     raw = load_data_file(MARKERS_FILE)
     forms = _oom_forms(raw)
-    hints = sorted({h for f in forms for h in f.hints}, key=len, reverse=True)
+    # longest first; ties by text, so the pattern is the same text in every process (its compiled form is cached)
+    hints = sorted({h for f in forms for h in f.hints}, key=lambda h: (-len(h), h))
     return Tables(
         oom_forms=forms,
         oom_hint=lazy("|".join(re.escape(h) for h in hints)),

@@ -7,9 +7,9 @@ Kept apart from the scanner so the big-file reader and the text parser share one
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass
 
 from oomdoctor.lazyre import lazy
+from oomdoctor.records import record
 
 # CSI sequences (colours, cursor up "\x1b[A"), OSC sequences (titles, links) and two-byte escapes.
 _ANSI = lazy(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
@@ -23,7 +23,7 @@ _HOST_PREFIX = lazy(r"^(\d{1,6}|[A-Za-z0-9][\w.-]*\d[\w.-]*|localhost): ")
 BINARY_SNIFF_BYTES = 8192
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Prefixed:
     """One log line with its launcher prefix taken off. ``key`` groups the lines of one process."""
 

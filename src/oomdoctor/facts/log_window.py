@@ -15,13 +15,13 @@ before a failure, and the window before every hit holds those.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from oomdoctor.facts.log_needles import hit_pattern, step_counter_literals
 from oomdoctor.facts.log_scan import CLIP, MAX_LINE_CHARS, LogScanner
 from oomdoctor.facts.log_text import decode_block
 from oomdoctor.lazyre import lazy
+from oomdoctor.records import record
 
 _LOSS = b"'loss':"
 _BAR = b"%|"
@@ -31,7 +31,7 @@ _STEP_LINE_TRIES = (
 _NONSPACE = lazy(rb"\S")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WindowSizes:
     """How much is read in detail around each hit. Tests shrink these to exercise the gaps on small logs."""
 

@@ -11,7 +11,6 @@ Pure text in, a ``RankReport`` out; ``read_log_dir`` reads a folder of per-node 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from oomdoctor.datafiles import load_data_file
 from oomdoctor.facts.log_tables import MARKERS_FILE, tables
 from oomdoctor.facts.log_text import split_lines, split_prefix
 from oomdoctor.lazyre import lazy
+from oomdoctor.records import record
 
 if TYPE_CHECKING:
     from oomdoctor.facts.types import LogFacts
@@ -28,7 +28,7 @@ LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 MAX_FILE_BYTES = 64 * 1024**2  # the tail of a bigger node log is read (the failure is at the end)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RankReport:
     """Which process of a multi-rank log failed first, and how the others ended."""
 

@@ -8,9 +8,9 @@ All memory sizes are MiB (``_mib``), all times seconds (``_s``).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from oomdoctor.records import asdict, field, is_record, record
 from oomdoctor.text import Text
 
 Phase = Literal["load", "first_batch", "long_sample", "eval", "save", "optimizer_step", "unknown", "none"]
@@ -66,7 +66,7 @@ OomKind = Literal[
 ]
 
 
-@dataclass
+@record
 class ConfigFacts:
     """A LLaMA-Factory training config with LLaMA-Factory's defaults applied (facts/config.py is the one
     place that knows those defaults)."""
@@ -137,7 +137,7 @@ class ConfigFacts:
         return self.per_device_train_batch_size * self.gradient_accumulation_steps * self.world_size
 
 
-@dataclass
+@record
 class OtherProcess:
     """Another process holding memory on the card (from the log's OOM message)."""
 
@@ -145,7 +145,7 @@ class OtherProcess:
     used_mib: float
 
 
-@dataclass
+@record
 class LogFacts:
     """What a training log says. ``oom`` False with ``phase`` "none" is a valid answer: no OOM in the log."""
 
@@ -247,7 +247,7 @@ class LogFacts:
     setup_step: str | None = None
 
 
-@dataclass
+@record
 class GpuProcess:
     """A process NVML lists on a card, with the memory it holds."""
 
@@ -256,7 +256,7 @@ class GpuProcess:
     name: str | None = None
 
 
-@dataclass
+@record
 class GpuDevice:
     """One card as NVML sees it now."""
 
@@ -269,7 +269,7 @@ class GpuDevice:
     processes: list[GpuProcess] = field(default_factory=list)
 
 
-@dataclass
+@record
 class GpuFacts:
     """The GPUs as NVML sees them. ``available`` False is a normal state (no driver, CPU machine)."""
 
@@ -283,7 +283,7 @@ class GpuFacts:
         return self.devices[0] if self.devices else None
 
 
-@dataclass
+@record
 class ModelFacts:
     """Shape of the model (from its config.json or the built-in table)."""
 
@@ -314,7 +314,7 @@ class ModelFacts:
     embedding_params: int | None = None  # input embeddings (+ untied lm_head): never quantised
 
 
-@dataclass
+@record
 class DataFacts:
     """Real token lengths of the training (and eval) samples, as LLaMA-Factory would build them."""
 
@@ -331,8 +331,8 @@ class DataFacts:
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Dataclasses -> dicts, tuples -> lists, for ``--json`` output."""
-    if hasattr(obj, "__dataclass_fields__"):
+    """Records and dataclasses -> dicts, tuples -> lists, for ``--json`` output."""
+    if is_record(obj) or hasattr(obj, "__dataclass_fields__"):
         return to_jsonable(asdict(obj))
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}

@@ -5,10 +5,10 @@ the app's watch screen print the same report."""
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oomdoctor.i18n import Lang, msg, pick
+from oomdoctor.records import record
 from oomdoctor.report import units
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def report(
     return "\n".join(out)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _PatchCommand:
     """The files and flags the report's ``oomdoctor patch`` command lines repeat."""
 

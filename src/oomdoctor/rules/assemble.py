@@ -22,10 +22,10 @@ Pure: no file, device or clock is read here; the same readings and answers give 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from oomdoctor import records
 from oomdoctor.errors import BadInput
 from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import ConfigFacts, DataFacts, LogFacts, ModelFacts
@@ -69,7 +69,7 @@ def assemble(
     capacity, capacity_source = settle_capacity(readings, answers)
     world_size, world_source = settle_world_size(readings, answers)
     if config is not None and config.world_size != (world_size or 1):
-        config = dataclasses.replace(config, world_size=world_size or 1)
+        config = records.replace(config, world_size=world_size or 1)
     micro_batch, accumulation, effective_batch = _batch(config, log, world_size)
     settled = Derived(
         capacity_mib=capacity,
@@ -100,7 +100,7 @@ def assemble(
         env=readings.env,
         derived=settled,
     )
-    return dataclasses.replace(draft, derived=derive(draft, reuse=reuse))
+    return records.replace(draft, derived=derive(draft, reuse=reuse))
 
 
 def facts_of(*, answers: Mapping[str, str] | None = None, **readings: Any) -> Facts:

@@ -8,11 +8,12 @@ Like the condition operators (``rules/operators.py``), each one checks its opera
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from oomdoctor import records
+from oomdoctor.records import record
 
 FIELD_PATTERN = r"^[a-z][a-z0-9_]*$"
 
@@ -25,7 +26,7 @@ class ChangeNotComputable(Exception):
         self.field = field
 
 
-@dataclass
+@record
 class ChangeContext:
     """What an operator sees while one node's change is computed."""
 
@@ -34,14 +35,14 @@ class ChangeContext:
     news: dict[str, Any]  # the new values computed so far
     resolve: Callable[[str], Any]  # fact path -> value
     # (message key, fields) of notes about the change, e.g. an accumulation that cannot keep the product
-    notes: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
+    notes: list[tuple[str, dict[str, Any]]] = records.field(default_factory=list)
 
     @property
     def old(self) -> Any:
         return self.olds[self.field]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChangeOperator:
     """A change operator a rule may name: its operand check and how it applies."""
 

@@ -8,9 +8,9 @@ their meanings are ``rules.facts.Derived``; nothing here is called but through `
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
+from oomdoctor import records
 from oomdoctor.facts.account import account_of, reserve_is_real
 from oomdoctor.facts.logits import logits_frame, request_is_logits, request_is_logprob_logits
 from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
@@ -442,7 +442,7 @@ def _dominant_at(facts: Facts, world_size: int) -> str | None:
 
     config, model, est = facts.config, facts.model, facts.estimate
     assert config is not None and model is not None and est is not None
-    sized = dataclasses.replace(config, world_size=world_size)
+    sized = records.replace(config, world_size=world_size)
     capacity = facts.derived.capacity_mib
     try:
         at_size = estimate(
@@ -637,7 +637,7 @@ def _with_phase(facts: Facts, phase: str, phase_source: str, weights_loaded: boo
     card_name = device.name if device is not None else (log.card_name if log is not None else None)
     stop = log_stop(config, log)
     finetuning_type = _finetuning_type(facts, phase)
-    return dataclasses.replace(
+    return records.replace(
         run,
         oom=log is None or log_failed(facts) or "phase" in facts.answers,
         phase=phase,
@@ -672,7 +672,7 @@ def _with_sizes(facts: Facts, run: Derived, reuse: Derived | None) -> Derived:
     logits_evidence = _logits_evidence(facts, padded)
     dominant_cause, dominant_by_world = _dominant_cause(facts, logits_evidence)
     weights_share = _weights_share(model_size, capacity, phase, log)
-    return dataclasses.replace(
+    return records.replace(
         run,
         self_listed_pid=self_pid,
         other_process_mib=other_mib,

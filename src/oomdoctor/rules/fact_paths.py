@@ -1,22 +1,22 @@
 """Which dotted paths name a fact: rule files are checked against the typed bundle when they load.
 
-A path is walked through the dataclasses of ``rules.facts.Facts`` (``config.cutoff_len``, ``derived.phase``,
-``estimate.terms.logits_loss``): a field no dataclass has is a problem the loader reports with the rule
+A path is walked through the records of ``rules.facts.Facts`` (``config.cutoff_len``, ``derived.phase``,
+``estimate.terms.logits_loss``): a field no record has is a problem the loader reports with the rule
 file and line, so a misspelt fact fails loudly instead of making a node silently stop matching.
 """
 
 from __future__ import annotations
 
 import collections.abc
-import dataclasses
 import types
 import typing
 from typing import Any
 
+from oomdoctor import records
 from oomdoctor.rules.facts import Facts
 
 # Groups a rule may read; ``readings`` (the raw facts before assembly) is not one of them.
-ROOTS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Facts) if f.name != "readings")
+ROOTS: tuple[str, ...] = tuple(f.name for f in records.fields(Facts) if f.name != "readings")
 _MAPPINGS = (dict, collections.abc.Mapping)
 # ``llamafactory-cli eval`` reads these besides the training keys (LLaMA-Factory 0.9.5,
 # hparams/evaluation_args.py EvaluationArguments); a rule may read them as written (``config.raw.task``).
@@ -46,7 +46,7 @@ def _is_open_mapping(tp: Any) -> bool:
 
 
 def fact_path_problem(path: str) -> str | None:
-    """Why ``path`` names no fact (None when it does). Checked against the Facts dataclasses."""
+    """Why ``path`` names no fact (None when it does). Checked against the Facts records."""
     parts = path.split(".")
     root = parts[0]
     if root not in ROOTS:
@@ -57,9 +57,9 @@ def fact_path_problem(path: str) -> str | None:
     for i, part in enumerate(parts[1:], start=1):
         if _is_open_mapping(tp):
             return None if i == len(parts) - 1 else f"{'.'.join(parts[: i + 1])!r} is as deep as it goes"
-        if not dataclasses.is_dataclass(tp):
+        if not records.is_record(tp):
             return f"{'.'.join(parts[:i])!r} has no members"
-        members = _hints(tp)  # type: ignore[arg-type]
+        members = _hints(tp)
         if part not in members:
             known = f" (known: {', '.join(members)})" if root == "derived" else ""
             return f"{getattr(tp, '__name__', tp)} has no field {part!r}{known}"

@@ -8,14 +8,14 @@ effective batch, the phase and its candidates) and returns a frozen ``Facts`` wh
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from oomdoctor import records
 from oomdoctor.estimate.types import Estimate
 from oomdoctor.facts.types import ConfigFacts, DataFacts, GpuFacts, LogFacts, ModelFacts
+from oomdoctor.records import field, record
 
 if TYPE_CHECKING:
     from oomdoctor.estimate.calibrate import Calibration
@@ -28,7 +28,7 @@ def _frozen_map(value: Mapping[str, str] | None) -> Mapping[str, str]:
     return MappingProxyType(dict(value or {}))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Readings:
     """What the readers returned and what the user typed, before anything is settled."""
 
@@ -52,7 +52,7 @@ def _fact(doc: str, default: Any = None) -> Any:
     return field(default=default, metadata={"doc": doc})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Derived:
     """Facts settled from several readings and the user's answers (``derived.<name>`` in rule files)."""
 
@@ -242,10 +242,10 @@ class Derived:
 
 
 # name -> what it means (the loader rejects any other derived.<name> in a rule file).
-DERIVED_FACTS: dict[str, str] = {f.name: f.metadata["doc"] for f in dataclasses.fields(Derived)}
+DERIVED_FACTS: dict[str, str] = {f.name: f.metadata["doc"] for f in records.fields(Derived)}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Facts:
     """One assembled bundle (build it with ``rules.assemble.assemble``). ``config`` carries the settled
     world size; ``estimate`` is the one made on the settled card and world size."""
@@ -283,7 +283,7 @@ class Facts:
         """``"config.per_device_train_batch_size"`` -> its value; ``None`` when any part is unknown.
 
         Mapping members are looked up by key (``answers.phase``, ``env.PYTORCH_CUDA_ALLOC_CONF``,
-        ``estimate.terms.logits_loss``), dataclass members by attribute.
+        ``estimate.terms.logits_loss``), record members by attribute.
         """
         node: Any = self
         for part in path.split("."):
@@ -316,4 +316,4 @@ class Facts:
         assembled again. The readings' own estimate, if one was given, stays unless replaced."""
         from oomdoctor.rules.assemble import assemble
 
-        return assemble(dataclasses.replace(self.readings, **changes), self.answers)
+        return assemble(records.replace(self.readings, **changes), self.answers)

@@ -12,13 +12,13 @@ reads that instead. ``oomdoctor rules check`` validates a folder of rule files a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oomdoctor.errors import BadInput
 from oomdoctor.i18n import msg
 from oomdoctor.lazyre import lazy
+from oomdoctor.records import field, record
 from oomdoctor.rules import nodes
 from oomdoctor.rules.nodes import RuleNode
 from oomdoctor.rules.questions import BUILTIN_QUESTIONS
@@ -45,7 +45,7 @@ class RuleLoadError(BadInput):
         super().__init__(f"{where}: {detail}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LoadedNode:
     """A validated node and where it came from (``root``: the parsed YAML, kept only while validating)."""
 
@@ -55,7 +55,7 @@ class LoadedNode:
     root: yaml.Node | None = field(default=None, repr=False, compare=False)  # for line numbers
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class QuestionSpec:
     """A question a node may ask: built in (texts in i18n) or defined in a rule file."""
 
@@ -65,7 +65,7 @@ class QuestionSpec:
     node_id: str | None = None  # the node that defined it (custom questions)
 
 
-@dataclass
+@record
 class RuleSet:
     """The validated decision nodes of one rules folder."""
 
@@ -269,7 +269,7 @@ def load_node(path: Path) -> _Checked:
     return _Checked(node=node, file=path, line=line_of(root, (), key="id") or 1, root=root)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Checked:
     """One file's pydantic-validated node, before the cross-file checks."""
 

@@ -18,9 +18,9 @@ A last loss of exactly 0 counts as a NaN run.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from oomdoctor.facts.types import ConfigFacts, LogFacts
+from oomdoctor.records import record
 
 # A scheduled save/evaluation counts as "right after the last step seen" within this many steps of it, or this
 # share of its interval when that is more (a pasted bar is often a few refreshes behind the kill).
@@ -31,7 +31,7 @@ NEAR_SHARE = 0.01
 TRAINER_LOG_NAME = "trainer_log.jsonl"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LogStop:
     """Where the log stops: ``where`` load (weights loading or loaded, or DeepSpeed initialising, no training
     step yet) / train (inside

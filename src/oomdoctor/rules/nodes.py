@@ -1,21 +1,21 @@
-"""Decision nodes as the engine reads them: plain frozen dataclasses, built from validated rule files.
+"""Decision nodes as the engine reads them: plain frozen records (oomdoctor.records), built from validated rule files.
 
 ``rules/model.py`` (pydantic) is the one definition of what a valid rule file is; it runs when a rule file
 is new or changed (``oomdoctor rules check``, the tests, the first start after an edit). Its result is kept
-as JSON in the user cache (``rules/compiled.py``), and every later start rebuilds these dataclasses from that
+as JSON in the user cache (``rules/compiled.py``), and every later start rebuilds these records from that
 JSON without importing pydantic or parsing YAML. Each class here has exactly the fields of its pydantic
 twin; ``tests/rules/test_compiled.py`` holds them together.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from oomdoctor import records
+from oomdoctor.records import field, record
 from oomdoctor.rules.operators import OPERATORS
 from oomdoctor.text import Text
 
@@ -23,7 +23,7 @@ from oomdoctor.text import Text
 LocalText = Text
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Condition:
     """``all`` / ``any`` / ``not`` over children, or a leaf ``fact`` + ``op`` + ``operand``."""
 
@@ -59,7 +59,7 @@ def condition_fact_paths(cond: Any) -> list[tuple[str, tuple[Any, ...]]]:
     return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChangeOp:
     """One change operator of a rule (set, halve, double, remove ...) and its operand."""
 
@@ -67,7 +67,7 @@ class ChangeOp:
     operand: Any = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AnswerOption:
     """One answer a rule's question offers."""
 
@@ -75,7 +75,7 @@ class AnswerOption:
     label: LocalText
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Ask:
     """A question a rule asks when the facts cannot decide it."""
 
@@ -84,7 +84,7 @@ class Ask:
     answers: tuple[AnswerOption, ...] | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CauseFromFact:
     """A cause read from a fact through a map (with a default)."""
 
@@ -93,7 +93,7 @@ class CauseFromFact:
     default: str = "unknown"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Locates:
     """The phases a rule locates (``any`` written: every one), the cause it names there, and whether that
     cause stands in any of them (``cause_in_any_phase``: its own evidence names it, not the phase)."""
@@ -103,7 +103,7 @@ class Locates:
     cause_in_any_phase: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Guard:
     """A condition under which a rule's change is not proposed, with the reason shown."""
 
@@ -111,7 +111,7 @@ class Guard:
     reason: LocalText
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Requirement:
     """A Python package a rule's change needs installed: the module to import and its pip name."""
 
@@ -119,7 +119,7 @@ class Requirement:
     package: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuleNode:
     """One decision node of rules/*.yaml, validated and compiled."""
 
@@ -161,13 +161,13 @@ def _converter(tp: Any) -> Convert:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         members = [a for a in typing.get_args(tp) if a is not type(None)]
-        classes = [a for a in members if dataclasses.is_dataclass(a)]
-        plain = [a for a in members if not dataclasses.is_dataclass(a)]
+        classes = [a for a in members if records.is_record(a)]
+        plain = [a for a in members if not records.is_record(a)]
         as_class = _converter(classes[0]) if classes else _same
         as_plain = _converter(plain[0]) if plain else _same
         return lambda v: None if v is None else (as_class(v) if isinstance(v, dict) else as_plain(v))
-    if dataclasses.is_dataclass(tp):
-        return lambda v: None if v is None else build(tp, v)  # type: ignore[arg-type]
+    if records.is_record(tp):
+        return lambda v: None if v is None else build(tp, v)
     if origin is tuple:
         item = _converter(typing.get_args(tp)[0])
         return lambda v: None if v is None else tuple(item(x) for x in v)
@@ -179,7 +179,7 @@ def _converter(tp: Any) -> Convert:
 
 def _builder(cls: type) -> Callable[[dict[str, Any]], Any]:
     hints = typing.get_type_hints(cls)
-    converters = {f.name: _converter(hints[f.name]) for f in dataclasses.fields(cls)}
+    converters = {f.name: _converter(hints[f.name]) for f in records.fields(cls)}
 
     def make(data: dict[str, Any]) -> Any:
         unknown = data.keys() - converters.keys()
@@ -191,7 +191,7 @@ def _builder(cls: type) -> Callable[[dict[str, Any]], Any]:
 
 
 def build(cls: type[Any], data: dict[str, Any]) -> Any:
-    """An instance of the dataclass ``cls`` from ``data``; a key ``cls`` has no field for is an error, so a
+    """An instance of the record type ``cls`` from ``data``; a key ``cls`` has no field for is an error, so a
     field added to the pydantic model and not here fails loudly instead of vanishing."""
     make = _BUILDERS.get(cls)
     if make is None:

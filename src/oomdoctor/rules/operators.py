@@ -12,14 +12,15 @@ with the file and line instead of silently never matching.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from oomdoctor.records import record
 
 Resolve = Callable[[str], Any]  # fact path -> value (None: unknown)
 Tri = bool | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Operator:
     """A condition operator a rule may name, with its operand's schema."""
 

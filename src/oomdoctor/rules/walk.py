@@ -3,10 +3,9 @@ match made into proposals in rank order."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from oomdoctor.diagnosis import Finding, Proposal
 from oomdoctor.i18n import both
+from oomdoctor.records import field, record
 from oomdoctor.rules.change_ops import ChangeNotComputable
 from oomdoctor.rules.conditions import evaluate
 from oomdoctor.rules.facts import Facts
@@ -19,7 +18,7 @@ from oomdoctor.text import Text
 Candidate = tuple[RuleNode, Proposal, list[Finding]]
 
 
-@dataclass
+@record
 class Walk:
     """What the nodes make of one set of facts: the matching proposals in rank order, what is already on,
     and the nodes an unknown fact left undecided."""

@@ -18,13 +18,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from oomdoctor.errors import BadInput
 from oomdoctor.facts.types import ConfigFacts, DataFacts, GpuFacts, ModelFacts
 from oomdoctor.i18n import both, msg
+from oomdoctor.records import asdict
 from oomdoctor.report import units
 from oomdoctor.text import Text
 
@@ -97,7 +98,7 @@ class FitResult:
         return self.winner is not None
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(self)  # records.asdict: a Proposal and the notes' Texts are records, not dataclasses
         data["ok"] = self.ok
         data["probes"] = len(self.tried)
         if self.winner is not None:

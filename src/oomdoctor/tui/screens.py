@@ -213,6 +213,8 @@ class MainScreen(DoctorScreen):
     async def refresh_view(self) -> None:
         if not self.composed:  # a worker reported before this screen composed: its mount draws it
             return
+        if not self.query("#tabs"):  # ... or after the app began to leave and took the widgets down
+            return
         session = self.doctor.session
         lang = self.lang
         tabs = self.query_one("#tabs", TabbedContent)

@@ -4,10 +4,10 @@ has not happened yet."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
+from oomdoctor import records
 from oomdoctor.errors import BadInput
 from oomdoctor.estimate.memory import constants
 from oomdoctor.facts.types import LogFacts, OtherProcess
@@ -118,7 +118,7 @@ def make_advise(facts: Facts) -> Any:
     from oomdoctor.rules.engine import diagnose
 
     def advise(kind: str, fields: dict[str, Any]) -> Advice:
-        readings = dataclasses.replace(
+        readings = records.replace(
             facts.readings, log=_hypothetical_log(kind, fields), estimate=facts.estimate
         )
         hypothetical = assemble(readings, facts.answers)
