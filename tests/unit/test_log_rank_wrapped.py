@@ -35,3 +35,11 @@ def test_another_ranks_line_is_not_read_into_the_message() -> None:
     f = parse_log_text("\n".join([first, other]) + "\n")
     # rank 1's words are not rank 3's numbers
     assert f.allocated_mib is None and f.reserved_unallocated_mib is None
+
+
+def test_a_host_prefixed_wrapped_message_is_read_whole_too() -> None:
+    # pdsh / the DeepSpeed multi-node runner prefix each line with the node ("10.0.0.6: ")
+    host = WRAPPED.replace("[rank3]: ", "10.0.0.6: ")
+    f = parse_log_text(host)
+    assert f.host == "10.0.0.6" and f.allocated_mib is not None and abs(f.allocated_mib - 18.71 * 1024) < 0.1
+    assert f.reserved_unallocated_mib is not None and abs(f.reserved_unallocated_mib - 3.83 * 1024) < 0.1
