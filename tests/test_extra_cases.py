@@ -51,8 +51,9 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
         {"memory_kind": "gpu", "card_bf16": "yes"},
         _OPTIMIZER | {"fallback.training_step"},
     ),
+    # (a full-parameter training run on 8 cards, the title says: "8卡全参数训练")
     "lf-916-baichuan2-13b-full-ddp-reducer": (
-        {"memory_kind": "gpu", "card_bf16": "yes"},
+        {"memory_kind": "gpu", "card_bf16": "yes", "run_kind": "train"},
         {"optimizer_step.shard_with_zero3", "weights.zero3_shard", "weights.zero3_offload_params"},
     ),
     "lf-836-baichuan2-13b-eval-two-4090": (
@@ -126,13 +127,13 @@ ANSWERED_KINDS: dict[str, tuple[dict[str, str], set[str]]] = {
         {"optimizer_step.shard_with_zero3", "optimizer_step.offload_optimizer"},
     ),
     "baichuan2-113-deepspeed-initialize-platform-prefix": (
-        {"memory_kind": "gpu", "card_bf16": "yes"},
+        {"memory_kind": "gpu", "card_bf16": "yes", "run_kind": "train"},
         _OPTIMIZER | {"fallback.training_step"},
     ),
     # ZeRO-3's optimizer construction builds the partitions of every parameter: on a 4 GB card it is the
     # weights that do not fit, so 4-bit base weights (the default LoRA) are weights advice here too.
     "transformers-24658-zero3-offload-cuda-error-notebook": (
-        {"memory_kind": "gpu", "card_bf16": "no"},
+        {"memory_kind": "gpu", "card_bf16": "no", "run_kind": "train"},
         _OPTIMIZER | {"fallback.training_step", "weights.qlora_4bit"},
     ),
     "lf-6608-exitcode-9-after-epoch": (

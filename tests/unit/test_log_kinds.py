@@ -67,7 +67,9 @@ STAMPED = """\
 def test_platform_stamped_traceback_lines_are_traceback_lines() -> None:
     facts = parse_log_text(STAMPED)
     assert facts.oom
-    assert facts.phase == "optimizer_step"
+    assert (
+        facts.phase == "load" and facts.setup_step == "optimizer_init"
+    )  # set-up, not an update (issue 8 item 4)
     assert facts.frames == ["initialize", "_configure_zero_optimizer"]
     assert facts.requested_mib == 2048.0
 
@@ -116,7 +118,8 @@ DDP_TWO_RANKS = f"""\
 def test_a_second_rank_message_ahead_of_its_frames_gives_them_to_the_first() -> None:
     facts = parse_log_text(DDP_TWO_RANKS)
     assert facts.oom and facts.gpu_index == 4  # the first message is reported
-    assert facts.phase == "optimizer_step"  # DDP's gradient buckets, from the frames between the two
+    # DDP's gradient buckets, from the frames between the two: built when the model is wrapped, before any step
+    assert facts.phase == "load" and facts.setup_step == "ddp_buckets"
     assert facts.frames == ["__init__", "_ddp_init_helper"]
 
 

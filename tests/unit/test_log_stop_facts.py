@@ -11,7 +11,8 @@ FSDP_WARNING = "/usr/lib/python3.10/site-packages/torch/distributed/fsdp/fully_s
 
 def test_where_a_log_without_error_stops() -> None:
     shards = "Loading checkpoint shards: 100%|██████████| 8/8 [19:40<00:00, 147.57s/it]"
-    assert parse_log_text(shards + "\n").stopped_in == "load"
+    assert parse_log_text(shards + "\n").stopped_in == "after_load"  # every shard read: loading had finished
+    assert parse_log_text(shards.replace("100%", " 62%").replace("8/8", "5/8") + "\n").stopped_in == "load"
     bar = " 17%|█▋        | 998/5793 [21:00:47<100:15:23, 75.27s/it]"
     f = parse_log_text(bar + "\n")
     assert f.stopped_in == "train" and f.good_steps == 998 and not f.oom
@@ -28,7 +29,7 @@ def test_an_fsdp_state_dict_warning_after_training_is_the_final_save() -> None:
     early = parse_log_text(
         "Loading checkpoint shards: 100%|██████████| 2/2 [00:04<00:00,  2.1s/it]\n" + FSDP_WARNING + "\n"
     )
-    assert early.stopped_in == "load"
+    assert early.stopped_in == "after_load"
 
 
 def test_a_nan_loss_or_gradient_is_seen_in_any_of_its_printed_forms() -> None:

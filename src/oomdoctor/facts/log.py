@@ -410,6 +410,7 @@ def _failure_facts(f: LogFacts, failure: Failure, res: PhaseResult, runs_seen: i
     f.error_line = failure.line
     f.phase = res.phase
     f.phase_candidates = list(res.candidates)
+    f.setup_step = res.setup_step
     f.phase_confidence = res.confidence
     f.phase_evidence_text = list(res.evidence)
     if runs_seen > 1:

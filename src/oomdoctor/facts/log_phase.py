@@ -53,6 +53,7 @@ class PhaseResult:
     error_type: str | None = None
     candidates: list[str] = field(default_factory=list)  # phases still possible when phase is "unknown"
     compute_role: str | None = None  # the role of the innermost compute frame (forward / loss / train ...)
+    setup_step: str | None = None  # what a set-up before any step was allocating (LogFacts.setup_step)
 
 
 def text(key: str, **fields: object) -> Text:
@@ -344,6 +345,7 @@ class _Decision:
         after_step = roles.get("after_step")
         if hits.context is not None:
             self._set(str(hits.context[1].phase), "high")
+            self.res.setup_step = hits.context[1].setup_step
             self._frame_evidence(hits.context)
         elif after_step is not None:
             self._after_step(after_step)
@@ -495,8 +497,14 @@ class _Decision:
             # mapping a library (an import) or a weights file into memory: the start of the run, loading
             self._set("load", "high")
             ev.append(text("log_ev_mmap_at_start"))
+        elif ctx == "after_load" and not self.any_steps and not snap.training_started:
+            # the model had finished loading and nothing later says what ran: not the load; asked
+            self._marker_evidence()
+            ev.append(text("log_ev_after_load"))
         elif ctx == "zero_init":
-            self._set("optimizer_step", "high")
+            # DeepSpeed building its ZeRO optimizer: set-up before any step (issue 8 item 4), not an update
+            self._set("load", "high")
+            self.res.setup_step = "optimizer_init"
             self._marker_evidence()
         elif ctx == "after_train":
             # the latest marker wins: the end-of-training summary came after the last loss line

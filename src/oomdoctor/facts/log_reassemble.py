@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from oomdoctor.facts.log_text import split_prefix
 from oomdoctor.lazyre import lazy
 
 # The start of an OOM message, and the phrases its numbers end with (new format / old format).
@@ -106,6 +107,9 @@ _WARNING_CAUGHT = lazy(
 )
 # A launcher prefix in the middle of a line: another process's line started there.
 _MIDLINE_RANK = lazy(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
+# A line that may start with a launcher's prefix (torchrun's "[rank3]: ", pdsh's "10.0.0.6: "): facts/log_text.py
+# splits it off.
+_MAY_BE_PREFIXED = lazy(r"^(?:\[|[\w.-]{1,63}: )")
 # A frame line behind a stray fragment of another process's line (".  File ...", "`  File ...").
 _FRAGMENT_BEFORE_FRAME = lazy(r'^([^\w\s\[(]{1,3})(\s+File "[^"]+", line \d+, in )')
 # Colab prints a notebook's frames as links: "[/usr/lib/python3.10/site-packages/x.py](https://localhost:8080/#)
@@ -187,9 +191,15 @@ def _join_wrapped(lines: list[str]) -> list[str]:
 
 
 def _gather(line: str, lines: list[str], start: int) -> tuple[str, int]:
-    """Join the lines after ``line`` that continue its message. Returns (joined, lines taken)."""
+    """Join the lines after ``line`` that continue its message. Returns (joined, lines taken). A message a
+    launcher prefixed line by line ("[rank3]: ...", "10.0.0.6: ...") goes on in the lines of the same prefix,
+    read without it."""
     joined, taken = line, 0
+    key = split_prefix(line).key if _MAY_BE_PREFIXED.match(line) else ""
     for nxt in lines[start : start + _MAX_WRAPPED_LINES]:
+        if key:
+            own = split_prefix(nxt)
+            nxt = own.text.lstrip(" ") if own.key == key else nxt
         if not nxt.strip() or _NEW_RECORD.match(nxt) or _OOM_START.search(nxt) and _NUMBERS_START.search(nxt):
             break
         candidate = _join(joined, nxt)

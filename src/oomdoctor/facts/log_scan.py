@@ -167,11 +167,14 @@ def _int(text: str) -> int | None:
 class Snapshot:
     """What the run was doing when a failure began (copied at that moment)."""
 
-    context: str | None = None  # load / train / eval / save / after_train / zero_init
+    context: str | None = None  # load / after_load / train / eval / save / after_train / zero_init
     context_line: str | None = None  # the line that set it
     context_why: Text | None = None
     context_warned: bool = False  # that line is a warning from the phase's own code (marker ``warns``)
     context_in_step: bool = False  # that line is a load inside a training step (marker ``in_step``)
+    context_owns_bars: bool = (
+        False  # the bare bars after that line are its phase's own (marker ``owns_bars``)
+    )
     train_steps: int | None = None  # last "n" of the Trainer's train bar: completed optimizer steps
     train_bar: str | None = None  # that bar as printed, for evidence
     train_steps_estimated: bool = False  # train_steps comes from a bar's elapsed time and rate, not its count
@@ -252,6 +255,8 @@ class Run:
     setup_why: Text | None = None
     warnings: list[str] = field(default_factory=list)
     tracebacks_opened: int = 0
+    # per process, the last traceback a new one replaced before its error line (facts/log_child.py reads it)
+    unfinished: dict[str, _Traceback] = field(default_factory=dict)
     rich_pending: dict[str, str] = field(default_factory=dict)  # a wrapped rich frame header, per process
     stamped_keys: set[str] = field(
         default_factory=set
@@ -658,7 +663,7 @@ class LogScanner:
             if desc
             else None
         )
-        if loop == "done":
+        if loop == "done" or self._owned_bar(desc, total):
             return
         # a bar of the known train total is the train bar; without one, any bar outside an evaluation
         if loop is not None:
@@ -675,6 +680,14 @@ class LogScanner:
             if snap.training_started:
                 snap.eval_started = True
 
+    def _owned_bar(self, desc: str, total: int | None) -> bool:
+        """A bare bar printed after a marker that owns the bars after it (an export merging layer after layer):
+        that phase's own progress, unless it counts to the known training total."""
+        run = self.run
+        if desc or not run.snap.context_owns_bars:
+            return False
+        return run.train_total is None or total != run.train_total
+
     def _described_bar(self, desc: str, shown: str, unfinished: bool) -> str | None:
         """A described bar: "train" / "eval" for another trainer's loop, "done" when it is read here (loading
         the model, preparing the dataset) or means nothing."""
@@ -683,7 +696,10 @@ class LogScanner:
         if loop == "load":
             if "shard" in desc.lower():
                 run.loading_shards = True
-            self._set_context("load", shown, None)
+            if unfinished or not self._weights_bar(desc):
+                self._set_context("load", shown, None)
+            else:
+                self._loaded(shown, None)  # every shard read: the weights are loaded
             return "done"
         if loop == "other":
             # other described bars are data preparation; before training, an unfinished one of the dataset's
@@ -692,6 +708,18 @@ class LogScanner:
                 self._data_bar(shown, unfinished)
             return "done"
         return loop
+
+    @staticmethod
+    def _weights_bar(desc: str) -> bool:
+        """A bar over the model's checkpoint files (not a generator's CUDA graphs): once it is full, the weights
+        are read."""
+        lowered = desc.lower()
+        return "shard" in lowered or lowered.startswith(("loading weights", "loading model"))
+
+    def _loaded(self, line: str, why: Text | None) -> None:
+        """The model has finished loading (context ``after_load``): what fails next is not the load."""
+        self._set_context("after_load", line, why)
+        self.run.snap.weights_loaded = True
 
     def _data_bar(self, shown: str, unfinished: bool) -> None:
         snap = self.run.snap
@@ -740,7 +768,7 @@ class LogScanner:
         when no counted bar was seen, the iterations it implies (at least one) are the training steps done."""
         m = _BAR_TAIL.search(text)
         snap = self.run.snap
-        if m is None or snap.context in ("eval", "load"):
+        if m is None or snap.context in ("eval", "load") or snap.context_owns_bars:
             return
         count = _BARE_COUNT.search(text, 0, m.start() + 1)
         if count is not None and count.end() == m.start() + 1:
@@ -804,6 +832,7 @@ class LogScanner:
         snap.context_why = why
         snap.context_warned = False
         snap.context_in_step = False
+        snap.context_owns_bars = False
 
     def _markers(self, text: str) -> None:
         t = self.t
@@ -931,8 +960,12 @@ class LogScanner:
                     run.num_examples = None  # the next "Num examples" is the training set's
             elif marker.context == "eval" and snap.training_started:
                 snap.eval_started = True
+            if marker.context == "after_load":
+                self._loaded(text.strip(), marker.why)
+                return
             self._set_context(str(marker.context), text.strip(), marker.why)
             snap.context_warned, snap.context_in_step = marker.warns, marker.in_step
+            snap.context_owns_bars = marker.owns_bars
             return
 
     def _allocator_warning(self, text: str) -> None:
@@ -992,6 +1025,10 @@ class LogScanner:
         if header or old is None:
             # a chained traceback ("During handling of ...") starts a fresh block; keep the first if it
             # already reached a failure (that one is recorded on the Failure itself)
+            if old is not None and old.has_frames:
+                run.unfinished[key] = (
+                    old  # replaced before its error line (a launcher's own traceback may follow)
+                )
             run.tracebacks_opened += 1
             tb = _Traceback(
                 lines=[], snapshot=replace(run.snap), header=header, seq=run.tracebacks_opened, key=key
@@ -1012,7 +1049,7 @@ class LogScanner:
     def _failure(self, form: OomForm, key: str, rank: int | None, host: str | None, text: str) -> None:
         run = self.run
         run.last_content_was_traceback = False
-        if form.only_without_error and run.errors_seen:
+        if form.only_without_error and (run.errors_seen or self._launcher_teardown(text)):
             self._warn(text)
             return
         current = run.failure
@@ -1055,9 +1092,54 @@ class LogScanner:
     def _other_error(self, key: str, text: str) -> None:
         run = self.run
         run.errors_seen += 1
-        run.other_error = text.strip()[:400]
-        run.open_tracebacks.pop(key, None)
+        tb = run.open_tracebacks.pop(key, None)
         run.last_content_was_traceback = False
+        if self._child_cut(key, tb, text):
+            return
+        if run.other_error is None or not _launcher_report(text):
+            run.other_error = text.strip()[:400]  # a launcher's report keeps the child's own error
+
+    def _child_cut(self, key: str, tb: _Traceback | None, text: str) -> bool:
+        """A launcher's report that a child failed, after the child's traceback was cut before its error line
+        (facts/log_child.py): that traceback becomes the failure, cut. True when it did."""
+        from oomdoctor.facts import log_child
+
+        run = self.run
+        if not _launcher_report(text):
+            return False
+        if run.failure is not None:
+            # a traceback printed after the error line, ended by the launcher's report: the child's part of it
+            # is where the failure's process was (adopted when the failure's own block holds no frame)
+            child = log_child.child_lines(tb.lines) if tb is not None else []
+            if tb is not None and child:
+                _adopt(run.failure, replace(tb, lines=child))
+            return False
+        for source in (tb, run.unfinished.get(key)):
+            block = log_child.child_lines(source.lines) if source is not None else []
+            if source is not None and block:
+                run.failure = _cut_failure(key, block, source.snapshot)
+                return True
+        return False
+
+    def _launcher_teardown(self, text: str) -> bool:
+        """A launcher's line that it tears the run down (DeepSpeed's sigkill_handler, "Killing subprocess"): with
+        a traceback open before it (cut by the excerpt) that traceback is the failure, cut; a child that exited
+        with a positive code raised an exception the log does not show (a kill is -9 / 137): the run was under
+        way and stopped with no error line (asked). True when the line is no kill."""
+        from oomdoctor.facts import log_child
+
+        run = self.run
+        key = run.last_traceback_key
+        tb = run.open_tracebacks.get(key) if key is not None else None
+        if run.failure is None and tb is not None and tb.has_frames:
+            block = log_child.child_lines(tb.lines) or tb.lines
+            run.failure = _cut_failure(key or "", block, tb.snapshot)
+            return True
+        code = _RETURN_CODE.search(text)
+        if code is None or int(code.group(1)) <= 0 or int(code.group(1)) in _KILL_CODES:
+            return False
+        run.launched = True  # the launcher's own line: the run was under way, and how it failed is not shown
+        return True
 
     def _close_cut_traceback(self, run: Run) -> None:
         """A log that ends inside a traceback (an excerpt cut before its error line): record where it was."""
@@ -1070,23 +1152,14 @@ class LogScanner:
             return
         # IPython named the class on the header line: an OOM said at the top, cut before the bottom
         form = self._oom_form(tb.names) if tb.names else None
-        run.failure = Failure(
-            kind=form.kind if form is not None else None,
-            ran_out_of=form.ran_out_of if form is not None else None,
-            priority=form.priority if form is not None else -1,
-            line=None,
-            message=tb.names.strip() if form is not None else "",
-            key=key or "",
-            rank=None,
-            host=None,
-            block=tb.lines,
-            snapshot=tb.snapshot,
-            cut=form is None,
-        )
-        if key and key.startswith("rank"):
-            run.failure.rank = int(key[4:])
-        elif key and key.startswith("host:"):
-            run.failure.host = key[5:]
+        run.failure = _cut_failure(key or "", tb.lines, tb.snapshot)
+        if form is not None:
+            run.failure.kind, run.failure.ran_out_of, run.failure.priority = (
+                form.kind,
+                form.ran_out_of,
+                form.priority,
+            )
+            run.failure.message, run.failure.cut = tb.names.strip(), False
 
     def _restart_if_failed(self) -> bool:
         """A new run starts in the same file: keep the failed one, start over (a reporter's sentence naming
@@ -1097,6 +1170,42 @@ class LogScanner:
         self.run = Run()
         self.runs_seen += 1
         return True
+
+
+def _cut_failure(key: str, block: list[str], snapshot: Snapshot) -> Failure:
+    """A traceback of process ``key`` that stops before its error line, as the run's failure (cut)."""
+    failure = Failure(
+        kind=None,
+        ran_out_of=None,
+        priority=-1,
+        line=None,
+        message="",
+        key=key,
+        rank=None,
+        host=None,
+        block=block,
+        snapshot=snapshot,
+        cut=True,
+    )
+    if key.startswith("rank") and key[4:].isdecimal():
+        failure.rank = int(key[4:])
+    elif key.startswith("host:"):
+        failure.host = key[5:]
+    return failure
+
+
+# a launcher's report of a child's exit code ("exits with return code = 1"); -9 and 137 are SIGKILL
+_RETURN_CODE = lazy(r"return code\s*=\s*(-?\d{1,4})\b")
+_KILL_CODES = frozenset({137})
+
+
+def _launcher_report(text: str) -> bool:
+    """The error line is a launcher saying one of its children failed (facts/log_child.py)."""
+    if "Error" not in text:
+        return False
+    from oomdoctor.facts import log_child
+
+    return log_child.is_child_failure(text.strip())
 
 
 def _steps_done(groups: dict[str, str | None]) -> int | None:

@@ -36,6 +36,7 @@ class FrameRule:
     functions: frozenset[str]
     files: tuple[str, ...]
     why: Text
+    setup_step: str | None = None  # what the set-up this frame runs allocates (optimizer_init / ddp_buckets)
 
     def matches(self, function: str | None, path: str | None) -> bool:
         if self.functions and (function is None or function not in self.functions):
@@ -53,6 +54,7 @@ class CodeRule:
     phase: str | None
     contains: tuple[str, ...]
     why: Text
+    setup_step: str | None = None
 
 
 @record(frozen=True)
@@ -71,6 +73,9 @@ class Marker:
     in_step: bool = False
     # the line is a launcher's own (it started the run's processes): the run is under way, nothing loaded yet
     launch: bool = False
+    # the bare progress bars that follow the line are that phase's own (an export merging layer after layer),
+    # not training steps
+    owns_bars: bool = False
     hints: tuple[str, ...] = ()  # plain substrings one of which every line it matches holds (none: not said)
 
     def may_match(self, text: str) -> bool:
@@ -170,7 +175,13 @@ def tables() -> Tables:
         run_start=_any_of(raw["run_start"]),
         frames=_frame_rules(raw),
         code=tuple(
-            CodeRule(role=c["role"], phase=c.get("phase"), contains=tuple(c["contains"]), why=_why(c))
+            CodeRule(
+                role=c["role"],
+                phase=c.get("phase"),
+                contains=tuple(c["contains"]),
+                why=_why(c),
+                setup_step=c.get("setup_step"),
+            )
             for c in raw["code"]
         ),
         markers=_markers(raw),
@@ -216,6 +227,7 @@ def _frame_rules(raw: dict[str, Any]) -> tuple[FrameRule, ...]:
             functions=frozenset(f.get("functions") or ()),
             files=tuple(f.get("files") or ()),
             why=_why(f),
+            setup_step=f.get("setup_step"),
         )
         for f in raw["frames"]
     )
@@ -233,6 +245,7 @@ def _markers(raw: dict[str, Any]) -> tuple[Marker, ...]:
             sharding=m.get("sharding"),
             in_step=bool(m.get("in_step", False)),
             launch=bool(m.get("launch", False)),
+            owns_bars=bool(m.get("owns_bars", False)),
             hints=tuple(m.get("hint") or ()),
         )
         for m in raw["markers"]

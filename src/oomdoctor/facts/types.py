@@ -195,8 +195,8 @@ class LogFacts:
     last_loss: float | None = None
     eval_loss: float | None = None
     train_runtime_s: float | None = None
-    # where the log ends: the context of the last marker (load / train / eval / save / after_train / zero_init),
-    # None when no marker was seen; with no failure, what the run was doing when the log stops
+    # where the log ends: the context of the last marker (load / after_load / train / eval / save / after_train /
+    # zero_init), None when no marker was seen; with no failure, what the run was doing when the log stops
     stopped_in: str | None = None
     nonfinite_seen: bool = False  # a loss or grad_norm printed as nan / inf (training diverged)
     # that last marker is a warning from the phase's own code (FSDP's state-dict warnings in a save)
@@ -241,6 +241,10 @@ class LogFacts:
     zero_stage: int | None = None
     # A log of several ranks or nodes (facts/ranks.py): who ran out first, who ran out too, who was torn down.
     ranks: Any = None  # RankReport | None
+    # What a set-up before any step was allocating when it failed (phase load): "optimizer_init" (DeepSpeed /
+    # torchtune creating the optimizer's partitions and states), "ddp_buckets" (DDP's Reducer: gradient buckets as
+    # large as the trainable parameters); None otherwise. The phase is load either way (issue 8 item 4).
+    setup_step: str | None = None
 
 
 @record

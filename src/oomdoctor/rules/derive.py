@@ -149,7 +149,7 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     if weights_loaded is False:
         return "load", "weights_loaded"
     stop = log_stop(facts.config, log)
-    if stop is not None and stop.where == "load" and log_failed(facts):
+    if stop is not None and stop.where == "load" and log_failed(facts) and not _gpu_past_loading(facts):
         return "load", "log_stop"  # confirmed an OOM by an answer: the log stops before the first step
     config = facts.config
     over = _weights_against_card(facts) if log is None else None  # with no log: do the weights fit the card?
@@ -183,6 +183,13 @@ def _answered_predict(facts: Facts, weights_loaded: bool | None) -> bool:
         return False
     log = facts.log
     return weights_loaded is True or log is None or not log.frames
+
+
+def _gpu_past_loading(facts: Facts) -> bool:
+    """The log stops after its own markers said the model had finished loading (``stopped_in`` after_load) and
+    the answer is that the GPU ran out: the loaded weights were on the card, so what failed came after loading."""
+    log = facts.log
+    return log is not None and log.stopped_in == "after_load" and facts.answers.get("memory_kind") == "gpu"
 
 
 def _weights_against_card(facts: Facts) -> float | None:
