@@ -511,10 +511,12 @@ def _weights_fill_step(
 STEP_PHASES = frozenset({"first_batch", "long_sample", "optimizer_step"})
 
 
-def _fixed_cause(phase: str, finetuning_type: str | None) -> str | None:
+def _fixed_cause(phase: str, finetuning_type: str | None, setup_step: str | None = None) -> str | None:
     """See ``Derived.fixed_cause``."""
     if phase == "unknown":
         return None
+    if phase == "load" and setup_step == "optimizer_init":
+        return "optimizer_state"  # the set-up was creating the optimizer's partitions and states (LogFacts)
     return "optimizer_state" if finetuning_type == "full" and phase in STEP_PHASES else "weights"
 
 
@@ -678,7 +680,7 @@ def _with_phase(facts: Facts, phase: str, phase_source: str, weights_loaded: boo
         eval_batch=_eval_batch(facts),
         eval_batch_default=(not config.per_device_eval_batch_size_set) if config else None,
         precision_stated=_precision_stated(config),
-        fixed_cause=_fixed_cause(phase, finetuning_type),
+        fixed_cause=_fixed_cause(phase, finetuning_type, log.setup_step if log is not None else None),
         resumes=_resumes(facts),
         frames_seen=bool(log is not None and log.frames),
         run_kind=_run_kind(facts),

@@ -232,7 +232,8 @@ class Derived:
     fixed_cause: str | None = _fact(
         "what the part of the run that no batch setting shrinks is, where it ran out: optimizer_state when "
         "every parameter is trained and it ran out in a step (a gradient and Adam's fp32 state per parameter, "
-        "seven times the 16-bit weights), weights otherwise; None while the phase is unknown"
+        "seven times the 16-bit weights) or at loading while the set-up creates the optimizer's partitions "
+        "and states (log.setup_step optimizer_init), weights otherwise; None while the phase is unknown"
     )
     precision_stated: bool = _fact(
         "the config says how the run computes: it writes bf16, fp16 or pure_bf16, or it is a whole training "
