@@ -105,3 +105,20 @@ def test_answer_card_gb_works_headless(shared_cards: dict, tmp_path: Path, capsy
     assert out["capacity_mib"] == 81920 and out["facts"]["derived"]["capacity_source"] == "answer"
     assert main([*words, "--answer", "card_gb=20"]) == 2  # not one of the nine sizes: bad input
     assert "card_gb" in capsys.readouterr().err
+
+
+def test_an_open_ended_class_counts_as_its_smallest_card(shared_cards: dict) -> None:
+    """Review item 6: "8 GB or less" is a 6 GB card to the estimate and "11-12 GB" an 11 GB one (so nothing
+    is said to fit that may not fit on the class's smallest card); the label and the finding say so."""
+    from oomdoctor.rules.questions import answered_card_mib, builtin_question
+
+    assert (
+        answered_card_mib({"card_gb": "8"}) == 6 * 1024 and answered_card_mib({"card_gb": "12"}) == 11 * 1024
+    )
+    assert answered_card_mib({"card_gb": "24"}) == 24 * 1024
+    labels = {a.value: a.label for a in builtin_question("card_gb", "engine").answers}
+    assert "counted as 6 GB" in labels["8"].en and "6 GB" in labels["8"].zh and "11 GB" in labels["12"].zh
+    facts = _facts(shared_cards, answers={"memory_kind": "gpu", "card_gb": "8"})
+    assert facts.derived.capacity_mib == 6144 and facts.derived.capacity_source == "answer"
+    said = [f for f in diagnose(facts).findings if f.id == "card_answered"]
+    assert said and "6 GB per card" in said[0].text.en and "smallest card" in said[0].text.en

@@ -604,6 +604,29 @@ def written(config: ConfigFacts, key: str) -> bool:
     return config.raw.get(key) not in (None, "")
 
 
+def zero_like(config: ConfigFacts) -> dict[str, Any]:
+    """The ConfigFacts fields that make the estimate shard an FSDP run as the ZeRO stage sharding the same
+    state (``fsdp_zero_stage``: full_shard 3, shard_grad_op 2), for a config that runs FSDP without DeepSpeed;
+    {} for any other (DeepSpeed's own stage is kept, no FSDP or an unknown strategy changes nothing)."""
+    if config.deepspeed or config.zero_stage is not None:
+        return {}
+    stage = _fsdp_stage(setting(config, "fsdp"))
+    if stage is None:
+        fsdp_config = setting(config, "fsdp_config")
+        if isinstance(fsdp_config, dict):
+            strategy = fsdp_config.get("fsdp_sharding_strategy", fsdp_config.get("sharding_strategy"))
+            stage = _fsdp_stage(strategy)
+    return {"deepspeed": "fsdp", "zero_stage": stage} if stage else {}
+
+
+def _fsdp_stage(value: Any) -> int | None:
+    """The ZeRO stage of the first FSDP strategy word in ``value`` ("full_shard auto_wrap", ["full_shard"],
+    FULL_SHARD), None when it names none."""
+    words = value if isinstance(value, list) else str(value or "").replace(",", " ").split()
+    table = lf_knowledge()["fsdp_zero_stage"]
+    return next((int(table[w]) for w in (str(x).strip().lower() for x in words) if w in table), None)
+
+
 def writes_training_keys(config: ConfigFacts) -> bool:
     """The config writes a key only a training run uses (``training_only_keys``: the learning rate, the
     schedule, the LoRA rank...): it trains, whatever else it says."""

@@ -15,7 +15,7 @@ from oomdoctor.facts.account import UNMEASURED_MIB, account_of, reserve_is_real
 from oomdoctor.facts.logits import logits_frame, request_is_logits, request_is_logprob_logits
 from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
 from oomdoctor.lazyre import lazy
-from oomdoctor.rules.facts import Derived, Facts
+from oomdoctor.rules.facts import BATCH_PHASES, Derived, Facts
 from oomdoctor.rules.host_report import host_full_at_stop
 from oomdoctor.rules.log_stop import log_stop
 from oomdoctor.rules.questions import yes_no
@@ -81,9 +81,11 @@ PARAMETER_GATHER_FRAMES: frozenset[str] = frozenset(
 # fp32 copy of a 256k x 8192 embedding, is 8 GiB): a step that asks for more at once is computing activations
 # or logits.
 STEP_TENSOR_MIN_MIB = 8192.0
-# World sizes a ZeRO run may have when nothing states it: the dominant term is trusted only when it is the
-# same at both ends (ZeRO shards optimizer state, gradients and, at stage 3, weights by the world size).
-ZERO_WORLD_SIZES = (1, 8)
+# The largest world size a sharded run is tried at when nothing states it (the world_size question's top
+# answer): the dominant term is trusted only when it is the same at both ends of what the run may be, the
+# processes a rank number proves and this (sharding divides optimizer state, gradients and, at stage 3 / FSDP
+# full shard, weights by the world size, so each term moves one way as it grows: two probes are enough).
+WORLD_SIZE_TOP = 64
 # Full fine-tuning shows in the log when the trainable parameters are at least this share of the model...
 FULL_TRAINABLE_SHARE = 0.5
 # ... or when the optimizer step asks for at least this much at once: Adam's temporaries are as large as one
@@ -208,8 +210,7 @@ def _weights_beyond_every_card(facts: Facts) -> bool:
     weights = est.terms.get("weights") if est is not None else None
     if not weights or facts.config is None:
         return False
-    sharded = _zero_stage(facts) == 3 or facts.derived.sharded_by != "none"
-    if sharded and facts.derived.world_size_source in (None, "single"):
+    if facts.derived.world_size_open:
         return False
     from oomdoctor.estimate.cards import largest_card
 
@@ -441,34 +442,26 @@ def _dominant_cause(
     est = facts.estimate
     if est is None:
         return None, ()
-    if not _world_size_open_under_zero(facts):
+    if not facts.derived.world_size_open or facts.config is None or facts.model is None:
         return _CAUSE_OF_TERM.get(est.dominant_term), ()
-    by_world = [(size, _dominant_at(facts, size)) for size in ZERO_WORLD_SIZES]
-    terms = {est.dominant_term, *(term for _, term in by_world)}
-    if len(terms) == 1:
-        return _CAUSE_OF_TERM.get(est.dominant_term), ()
-    return None, tuple((size, term) for size, term in by_world if term is not None)
-
-
-def _world_size_open_under_zero(facts: Facts) -> bool:
-    """The config shards state with ZeRO (which divides terms by the world size) and nothing states how many
-    processes there are."""
-    config = facts.config
-    return (
-        config is not None
-        and (config.zero_stage or 0) >= 1
-        and facts.derived.world_size_source in (None, "single")
-    )
+    low = max(1, facts.derived.processes_at_least or 1)
+    sizes = (low, WORLD_SIZE_TOP) if low < WORLD_SIZE_TOP else (low,)
+    by_world = [(size, term) for size in sizes if (term := _dominant_at(facts, size)) is not None]
+    if len({term for _, term in by_world}) < 2:
+        return _CAUSE_OF_TERM.get(by_world[0][1] if by_world else est.dominant_term), ()
+    return None, tuple(by_world)
 
 
 def _dominant_at(facts: Facts, world_size: int) -> str | None:
-    """The estimate's dominant term had the run ``world_size`` processes (None: no estimate at that size)."""
+    """The estimate's dominant term had the run ``world_size`` processes (None: no estimate at that size). An
+    FSDP run is estimated as the ZeRO stage that shards the same state (``facts.config.zero_like``)."""
     from oomdoctor.errors import BadInput
     from oomdoctor.estimate import estimate
+    from oomdoctor.facts.config import zero_like
 
-    config, model, est = facts.config, facts.model, facts.estimate
-    assert config is not None and model is not None and est is not None
-    sized = records.replace(config, world_size=world_size)
+    config, model = facts.config, facts.model
+    assert config is not None and model is not None
+    sized = records.replace(config, world_size=world_size, **zero_like(config))
     capacity = facts.derived.capacity_mib
     try:
         at_size = estimate(
@@ -479,15 +472,12 @@ def _dominant_at(facts: Facts, world_size: int) -> str | None:
     return at_size.dominant_term
 
 
-# Where a request that large can only be the forward/backward's: loading (DeepSpeed's initialise flattens every
-# parameter into one buffer) and the optimizer step (a fused update over flattened tensors) have their own.
-FORWARD_PHASES = frozenset({"first_batch", "long_sample"})
-
-
 def _request_is_step_tensor(log: LogFacts | None, phase: str) -> bool:
     """In a forward/backward, the request is larger than any single weight, gradient or Adam tensor can be
     (STEP_TENSOR_MIN_MIB)."""
-    return phase in FORWARD_PHASES and log is not None and (log.requested_mib or 0.0) >= STEP_TENSOR_MIN_MIB
+    # only the forward/backward's (BATCH_PHASES): loading (DeepSpeed's initialise flattens every parameter
+    # into one buffer) and the optimizer step (a fused update over flattened tensors) have their own that large
+    return phase in BATCH_PHASES and log is not None and (log.requested_mib or 0.0) >= STEP_TENSOR_MIN_MIB
 
 
 def _weights_fill_step(

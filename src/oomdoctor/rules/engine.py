@@ -24,7 +24,7 @@ from oomdoctor.rules.asking import (
 )
 from oomdoctor.rules.conditions import evaluate
 from oomdoctor.rules.derive import error_line_missing
-from oomdoctor.rules.facts import Facts
+from oomdoctor.rules.facts import BATCH_PHASES, Facts
 from oomdoctor.rules.findings import fact_findings, without_guarded
 from oomdoctor.rules.loader import RuleSet, load_rules
 from oomdoctor.rules.proposals import ESTIMATE_PHASE, cause_of
@@ -44,7 +44,6 @@ __all__ = [
 ]
 
 # The phases whose peak the micro-batch sets, where the estimate's largest term names the cause.
-BATCH_PHASES: frozenset[str] = frozenset({"first_batch", "long_sample"})
 # When no node proposes anything, the phase alone says what most likely filled the memory.
 CAUSE_BY_PHASE: dict[str, str] = {
     "load": "weights",

@@ -258,6 +258,18 @@ class Derived:
         "resumes), else the user's answer to run_kind (chat: llamafactory-cli chat / webchat, the web UI's "
         "Chat tab); None when none says"
     )
+    # --- derived facts added by the fix10b work ---
+    world_size_open: bool = _fact(
+        "the run shards its state over its processes (sharded_by: deepspeed, fsdp, ray) and nothing states "
+        "how many there are (world_size_source unknown or single; a rank number only bounds it, "
+        "processes_at_least): the one definition the world-size question, the terms by world size and the "
+        "weights-beyond-every-card test read",
+        False,
+    )
+
+
+# The phases of a forward/backward over a batch: where the batch settings (micro-batch, length) act.
+BATCH_PHASES: frozenset[str] = frozenset({"first_batch", "long_sample"})
 
 
 # name -> what it means (the loader rejects any other derived.<name> in a rule file).

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from oomdoctor.diagnosis import Answer, Question
-from oomdoctor.i18n import both
+from oomdoctor.errors import BadInput
+from oomdoctor.i18n import both, msg
 
 # key -> allowed answer values, in the order they are offered.
 BUILTIN_QUESTIONS: dict[str, tuple[str, ...]] = {
@@ -26,28 +27,62 @@ BUILTIN_QUESTIONS: dict[str, tuple[str, ...]] = {
     "world_size": ("1", "2", "4", "8", "16", "32", "64"),
 }
 MIB_PER_GB = 1024  # a card sold as "24 GB" holds 24 GiB (nvidia-smi: 24564 MiB on an RTX 4090)
+# A card_gb answer names a class of cards (its label lists them): the estimate takes the smallest card of the
+# class, so that a change is never said to fit on a card of the class it may not fit on ("8 GB or less" down
+# to a 6 GB laptop card, "11-12 GB" as an 11 GB 2080 Ti / 1080 Ti, "141 GB or more" as an H200's 141).
+CARD_GB_SMALLEST: dict[str, int] = {
+    "8": 6, "12": 11, "16": 16, "24": 24, "32": 32, "40": 40, "48": 48, "80": 80, "141": 141,
+}  # fmt: skip
 
 
-def builtin_question(key: str, asked_by: str) -> Question:
-    """The built-in question ``key`` as the Diagnosis carries it."""
+def builtin_question(key: str, asked_by: str, *, at_least: int | None = None) -> Question:
+    """The built-in question ``key`` as the Diagnosis carries it; ``at_least``: only the world sizes a rank
+    number in the log leaves possible are offered."""
     return Question(
         key=key,
         text=both(f"q_{key}"),
-        answers=[Answer(value=v, label=both(f"q_{key}_{v}")) for v in BUILTIN_QUESTIONS[key]],
+        answers=[Answer(value=v, label=both(f"q_{key}_{v}")) for v in offered(key, at_least)],
         asked_by=asked_by,
     )
 
 
+def offered(key: str, at_least: int | None = None) -> tuple[str, ...]:
+    """The answers offered to the built-in question ``key``: all of them, but for the world size only those a
+    rank number seen (``at_least`` processes) leaves possible."""
+    values = BUILTIN_QUESTIONS[key]
+    if key == "world_size" and at_least:
+        return tuple(v for v in values if int(v) >= at_least)
+    return values
+
+
+def checked_answer(answers: Mapping[str, str], key: str) -> str | None:
+    """The answer to the built-in question ``key``, once it is one of the values offered (BadInput, the
+    usual one line, otherwise: ``card_gb=abc`` is refused before anything converts it)."""
+    value = answers.get(key)
+    if value is None or value == "":
+        return None
+    allowed = BUILTIN_QUESTIONS[key]
+    if value not in allowed:
+        raise BadInput(msg("bad_answer", None, key=key, value=value, allowed=", ".join(allowed)))
+    return value
+
+
 def answered_card_mib(answers: Mapping[str, str]) -> float | None:
-    """The card's memory from the ``card_gb`` answer, in MiB (None when not answered)."""
-    value = answers.get("card_gb")
-    return float(value) * MIB_PER_GB if value else None
+    """The card's memory from the ``card_gb`` answer, in MiB: the smallest card of the class the answer names
+    (CARD_GB_SMALLEST; None when not answered)."""
+    value = checked_answer(answers, "card_gb")
+    return float(CARD_GB_SMALLEST[value] * MIB_PER_GB) if value is not None else None
 
 
-def answered_world_size(answers: Mapping[str, str]) -> int | None:
-    """The processes from the ``world_size`` answer (None when not answered)."""
-    value = answers.get("world_size")
-    return int(value) if value else None
+def answered_world_size(answers: Mapping[str, str], at_least: int = 1) -> int | None:
+    """The processes from the ``world_size`` answer (None when not answered); an answer below ``at_least``
+    (the processes a rank number in the log proves) is refused: BadInput."""
+    value = checked_answer(answers, "world_size")
+    if value is None:
+        return None
+    if int(value) < at_least:
+        raise BadInput(msg("world_size_below_ranks", None, value=value, at_least=at_least))
+    return int(value)
 
 
 def yes_no(value: str | None) -> bool | None:
