@@ -11,7 +11,7 @@ from oomdoctor.errors import BadInput
 from oomdoctor.i18n import msg
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import LoadedNode, RuleSet
-from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question, offered
+from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question, offered, tried
 from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 
 # Questions go out one tier at a time, the most decisive first: which memory ran out (the GPU's or the
@@ -92,7 +92,8 @@ def _question_for(loaded: LoadedNode) -> Question:
 
 def _builtin_question(facts: Facts, key: str, asked_by: str) -> Question:
     """The built-in question ``key``, its world sizes only those a rank number seen leaves possible."""
-    return builtin_question(key, asked_by, at_least=facts.derived.processes_at_least)
+    oom_seen = facts.log is not None and facts.log.oom
+    return builtin_question(key, asked_by, at_least=facts.derived.processes_at_least, oom_seen=oom_seen)
 
 
 def world_size_question_for(facts: Facts, questions: list[Question]) -> list[Question]:
@@ -217,11 +218,11 @@ def _answer_that_changes(key: str, rules: RuleSet, context_keys: list[str], walk
     the phase is worth asking even when a proposal also needs the memory kind, which is asked next."""
     contexts: list[dict[str, str]] = [{}]
     if context_keys:
-        choices = [rules.questions[k].allowed for k in context_keys]
+        choices = [tried(k, rules.questions[k].allowed) for k in context_keys]
         contexts += [dict(zip(context_keys, combo, strict=True)) for combo in itertools.product(*choices)]
     values = rules.questions[key].allowed
     if key in BUILTIN_QUESTIONS:
-        values = offered(key, walks.facts.derived.processes_at_least)
+        values = tried(key, offered(key, walks.facts.derived.processes_at_least))
     for context in contexts:
         base = walks.top(context)
         for value in values:

@@ -18,7 +18,7 @@ from oomdoctor.lazyre import lazy
 from oomdoctor.rules.facts import BATCH_PHASES, Derived, Facts
 from oomdoctor.rules.host_report import host_full_at_stop
 from oomdoctor.rules.log_stop import log_stop
-from oomdoctor.rules.questions import yes_no
+from oomdoctor.rules.questions import said_no_oom, yes_no
 
 # How the log's OOM kind maps to the memory that ran out, when the log reader does not say (ran_out_of).
 MEMORY_KIND_BY_OOM_KIND: dict[str, str] = {
@@ -122,6 +122,8 @@ def _oom_confirmed(facts: Facts) -> bool:
     cut by the paster), or the user said which memory ran out or where, or the run's own report showed the host's
     RAM full where a silent log stops (rules/host_report.py). Frames that place nothing (module entry points,
     glued tracebacks of several processes) are no evidence of an OOM."""
+    if said_no_oom(facts.answers):
+        return False
     return "memory_kind" in facts.answers or "phase" in facts.answers or host_full_at_stop(facts)
 
 
@@ -250,6 +252,8 @@ def _card_held_by_others(facts: Facts) -> bool:
 def _memory_kind(facts: Facts, phase: str) -> tuple[str | None, str | None]:
     """(which memory ran out, where that comes from): see ``DERIVED_FACTS``."""
     answered = facts.answers.get("memory_kind")
+    if said_no_oom(facts.answers):
+        return None, "answer"  # no memory ran out, by the user's word (derived.oom is False)
     if answered:
         return answered, "answer"
     log = facts.log
@@ -657,7 +661,7 @@ def _with_phase(facts: Facts, phase: str, phase_source: str, weights_loaded: boo
     finetuning_type = _finetuning_type(facts, phase)
     return records.replace(
         run,
-        oom=log is None or log_failed(facts) or "phase" in facts.answers,
+        oom=not said_no_oom(facts.answers) and (log is None or log_failed(facts) or "phase" in facts.answers),
         phase=phase,
         phase_source=phase_source,
         weights_loaded=weights_loaded,

@@ -18,7 +18,7 @@ from oomdoctor.rules.derive import error_line_missing, evaluation_only
 from oomdoctor.rules.facts import BATCH_PHASES, Facts
 from oomdoctor.rules.host_report import host_full_at_stop
 from oomdoctor.rules.log_stop import log_stop
-from oomdoctor.rules.questions import CARD_GB_SMALLEST
+from oomdoctor.rules.questions import CARD_GB_SMALLEST, said_no_oom
 from oomdoctor.rules.texts import count_text, mib_text
 from oomdoctor.text import Text
 
@@ -49,8 +49,11 @@ def _inputs(facts: Facts) -> list[Finding]:
 
 
 def _no_log(facts: Facts) -> list[Finding]:
-    """No log: what the config alone placed (evaluation only; weights bigger than the card), else the question."""
+    """No log: what the config alone placed (evaluation only; weights bigger than the card), else the question
+    (nothing where the user said it did not run out of memory: the no-OOM finding says it)."""
     d, est = facts.derived, facts.estimate
+    if said_no_oom(facts.answers):
+        return []
     if d.phase_source == "config":
         return finding("no_log_config_phase", card=mib_text(d.capacity_mib))
     if facts.config is not None and evaluation_only(facts.config) and d.phase == "unknown":

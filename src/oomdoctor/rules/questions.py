@@ -17,7 +17,9 @@ from oomdoctor.i18n import both, msg
 BUILTIN_QUESTIONS: dict[str, tuple[str, ...]] = {
     "phase": ("load", "first_batch", "long_sample", "eval", "save", "optimizer_step"),
     "weights_loaded": ("yes", "no"),
-    "memory_kind": ("gpu", "host"),
+    # none: the run did not run out of memory at all (a NaN, a hang, another error brought with no log):
+    # offered only where no log line shows an OOM; then no OOM is said
+    "memory_kind": ("gpu", "host", "none"),
     "card_bf16": ("yes", "no"),
     # The card's memory in GB when no file says it (no --gpu-mib, no total capacity in the log, no NVML): the
     # typical sizes, smallest first (the app's keys 1-9 choose them); settled last in ``assemble``.
@@ -35,24 +37,46 @@ CARD_GB_SMALLEST: dict[str, int] = {
 }  # fmt: skip
 
 
-def builtin_question(key: str, asked_by: str, *, at_least: int | None = None) -> Question:
+# Answers that end the diagnosis (no OOM to place) rather than change its proposal: never tried as what-ifs
+# when the engine decides which questions are worth asking.
+NOT_TRIED: dict[str, frozenset[str]] = {"memory_kind": frozenset({"none"})}
+
+
+def builtin_question(
+    key: str, asked_by: str, *, at_least: int | None = None, oom_seen: bool = False
+) -> Question:
     """The built-in question ``key`` as the Diagnosis carries it; ``at_least``: only the world sizes a rank
-    number in the log leaves possible are offered."""
+    number in the log leaves possible are offered; ``oom_seen``: a log line shows an OOM (then "it did not run
+    out of memory" is not offered)."""
     return Question(
         key=key,
         text=both(f"q_{key}"),
-        answers=[Answer(value=v, label=both(f"q_{key}_{v}")) for v in offered(key, at_least)],
+        answers=[Answer(value=v, label=both(f"q_{key}_{v}")) for v in offered(key, at_least, oom_seen)],
         asked_by=asked_by,
     )
 
 
-def offered(key: str, at_least: int | None = None) -> tuple[str, ...]:
+def offered(key: str, at_least: int | None = None, oom_seen: bool = False) -> tuple[str, ...]:
     """The answers offered to the built-in question ``key``: all of them, but for the world size only those a
-    rank number seen (``at_least`` processes) leaves possible."""
+    rank number seen (``at_least`` processes) leaves possible, and for the memory kind no "none" beside a log
+    line that shows an OOM."""
     values = BUILTIN_QUESTIONS[key]
     if key == "world_size" and at_least:
         return tuple(v for v in values if int(v) >= at_least)
+    if key == "memory_kind" and oom_seen:
+        return tuple(v for v in values if v != "none")
     return values
+
+
+def tried(key: str, values: tuple[str, ...]) -> tuple[str, ...]:
+    """``values`` without the answers that end the diagnosis (NOT_TRIED): what a what-if walk tries."""
+    skip = NOT_TRIED.get(key, frozenset())
+    return tuple(v for v in values if v not in skip)
+
+
+def said_no_oom(answers: Mapping[str, str]) -> bool:
+    """The user answered that the run did not run out of memory (``memory_kind=none``)."""
+    return answers.get("memory_kind") == "none"
 
 
 def checked_answer(answers: Mapping[str, str], key: str) -> str | None:
