@@ -88,8 +88,9 @@ STEP_TENSOR_MIN_MIB = 8192.0
 WORLD_SIZE_TOP = 64
 # Full fine-tuning shows in the log when the trainable parameters are at least this share of the model...
 FULL_TRAINABLE_SHARE = 0.5
-# ... or when the optimizer step asks for at least this much at once: Adam's temporaries are as large as one
-# trained tensor (or one ZeRO partition of them), and LoRA adapters of any usual rank are far smaller.
+# ... or when the optimizer step (or the set-up creating the optimizer's state, log.setup_step optimizer_init)
+# asks for at least this much at once: Adam's temporaries and states are as large as one trained tensor (or one
+# ZeRO partition of them), and LoRA adapters of any usual rank are far smaller.
 ADAPTER_OPTIMIZER_REQUEST_MAX_MIB = 1024.0
 
 
@@ -555,16 +556,23 @@ def _finetuning_type(facts: Facts, phase: str) -> str | None:
         if log.trainable_params and total and log.trainable_params >= FULL_TRAINABLE_SHARE * total:
             return "full"
         if (
-            phase == "optimizer_step"
+            _creates_optimizer_state(phase, log)
             and log.requested_mib is not None
             and log.requested_mib >= ADAPTER_OPTIMIZER_REQUEST_MAX_MIB
         ):
             return "full"
-    if config is not None and not config.written_keys and phase == "optimizer_step":
+    if config is not None and not config.written_keys and _creates_optimizer_state(phase, log):
         return (
             None  # no config written at all: LLaMA-Factory's default (lora) is no evidence against the step's
         )
     return config.finetuning_type if config is not None else None
+
+
+def _creates_optimizer_state(phase: str, log: LogFacts | None) -> bool:
+    """It ran out where the optimizer's state is made or updated: the optimizer step, or the set-up that
+    creates the optimizer's partitions and states at load (``log.setup_step`` optimizer_init)."""
+    setup = log.setup_step if log is not None else None
+    return phase == "optimizer_step" or (phase == "load" and setup == "optimizer_init")
 
 
 def _zero_stage(facts: Facts) -> int | None:

@@ -131,8 +131,9 @@ class Derived:
     )
     finetuning_type: str | None = _fact(
         "what is trained: the config's finetuning_type when it names one; else full when the log shows it "
-        "(trainable parameters are most of the model, or the optimizer step asked for more than adapters "
-        "ever hold); else LLaMA-Factory's default (lora)"
+        "(trainable parameters are most of the model, or the optimizer step or the set-up creating the "
+        "optimizer's state, log.setup_step optimizer_init, asked for more than adapters ever hold); else "
+        "LLaMA-Factory's default (lora)"
     )
     micro_batch: int | None = _fact(
         "per-device train batch: the config's, else the log's 'Instantaneous batch size'"
