@@ -627,6 +627,12 @@ def _fsdp_stage(value: Any) -> int | None:
     return next((int(table[w]) for w in (str(x).strip().lower() for x in words) if w in table), None)
 
 
+def exports(config: ConfigFacts) -> bool:
+    """The config is an export's (``llamafactory-cli export``: it writes ``export_dir``, which LLaMA-Factory's
+    export_model requires and no training reads) and trains nothing (no do_train, no training-only key)."""
+    return written(config, "export_dir") and not config.do_train and not writes_training_keys(config)
+
+
 def writes_training_keys(config: ConfigFacts) -> bool:
     """The config writes a key only a training run uses (``training_only_keys``: the learning rate, the
     schedule, the LoRA rank...): it trains, whatever else it says."""

@@ -162,6 +162,8 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
         return "load", "weights_size"  # no log: the weights alone do not fit, so it stops while loading
     if log is None and over is None and _weights_beyond_every_card(facts):
         return "load", "weights_size_any_card"  # no card size, but no card the tool knows holds them
+    if _export_failed(facts):
+        return "load", "config"
     by_config = config is not None and evaluation_only(config)
     if (
         (by_config or _answered_predict(facts, weights_loaded))
@@ -174,6 +176,17 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     if _bare_logits_request(facts):
         return ("long_sample" if log is not None and log.good_steps else "first_batch"), "logits_size"
     return "unknown", "none"
+
+
+def _export_failed(facts: Facts) -> bool:
+    """An export config (``facts.config.exports``) whose log shows it failing for memory: LLaMA-Factory's
+    export_model does its memory's work in load_model (reading the weights, merging the adapter into them,
+    GPTQ-quantizing them while they load) and then only writes shards of export_size GB, so it ran out at
+    loading. Without a log the phase stays asked (the export may have failed otherwise)."""
+    from oomdoctor.facts.config import exports
+
+    config = facts.config
+    return config is not None and exports(config) and facts.log is not None and log_failed(facts)
 
 
 # What a run that only generates is (derived.run_kind): it runs out where it evaluates, once the weights loaded.
@@ -715,9 +728,11 @@ TRAINING_FRAMES = frozenset({"_inner_training_loop", "training_step"})
 def _run_kind(facts: Facts) -> str | None:
     """See ``Derived.run_kind``: what the config runs, else a log that shows training or a resume, else the
     user's answer."""
-    from oomdoctor.facts.config import writes_training_keys
+    from oomdoctor.facts.config import exports, writes_training_keys
 
     config, log = facts.config, facts.log
+    if config is not None and exports(config):
+        return "export"
     if config is not None and evaluation_only(config):
         return "predict"
     if config is not None and (config.do_train or writes_training_keys(config)):

@@ -253,7 +253,8 @@ class Derived:
         False,
     )
     run_kind: str | None = _fact(
-        "train / predict / chat: what the run does: the config (evaluation_only: predict; do_train written "
+        "train / predict / chat / export: what the run does: the config (export_dir written with no training "
+        "key: export, llamafactory-cli export; evaluation_only: predict; do_train written "
         "true, or a key only a training uses, lf_defaults.yaml training_only_keys: train), else a log that shows "
         "training (its banner, steps, the Trainer's loop frames) or a resume (resumes: only a training "
         "resumes), else the user's answer to run_kind (chat: llamafactory-cli chat / webchat, the web UI's "
