@@ -248,6 +248,11 @@ def test_fsdp_full_shard_gets_the_same_conflict_as_zero3() -> None:
     assert d.cause == "unknown" and any(q.key == "world_size" for q in d.questions)
     said = [f for f in d.findings if f.id == "dominant_by_world"]
     assert said and "FSDP" in said[0].text.en and "FSDP" in said[0].text.zh
+    # the estimate shards it as the conflict says: answered, the world size settles the cause the same way
+    at_64 = _facts(fsdp, answers={**ANSWERED, "world_size": "64"})
+    assert at_64.estimate is not None and at_64.estimate.dominant_term == "activations"
+    assert diagnose(at_64).cause == "activations"
+    assert diagnose(_facts(fsdp, answers={**ANSWERED, "world_size": "1"})).cause == "optimizer_state"
     plain = {k: v for k, v in ZERO3_FULL.items() if k != "deepspeed"}
     alone = _facts(plain, answers=ANSWERED)
     assert not alone.derived.world_size_open and alone.derived.dominant_by_world == ()

@@ -604,19 +604,19 @@ def written(config: ConfigFacts, key: str) -> bool:
     return config.raw.get(key) not in (None, "")
 
 
-def zero_like(config: ConfigFacts) -> dict[str, Any]:
-    """The ConfigFacts fields that make the estimate shard an FSDP run as the ZeRO stage sharding the same
-    state (``fsdp_zero_stage``: full_shard 3, shard_grad_op 2), for a config that runs FSDP without DeepSpeed;
-    {} for any other (DeepSpeed's own stage is kept, no FSDP or an unknown strategy changes nothing)."""
+def fsdp_shard_stage(config: ConfigFacts) -> int:
+    """The ZeRO stage that shards the same state as the config's FSDP strategy (``fsdp_zero_stage``:
+    full_shard 3, shard_grad_op 2), what the estimate divides by the world size; 0 without FSDP, with
+    DeepSpeed (its own stage counts) or with a strategy the table does not name."""
     if config.deepspeed or config.zero_stage is not None:
-        return {}
+        return 0
     stage = _fsdp_stage(setting(config, "fsdp"))
     if stage is None:
         fsdp_config = setting(config, "fsdp_config")
         if isinstance(fsdp_config, dict):
             strategy = fsdp_config.get("fsdp_sharding_strategy", fsdp_config.get("sharding_strategy"))
             stage = _fsdp_stage(strategy)
-    return {"deepspeed": "fsdp", "zero_stage": stage} if stage else {}
+    return stage or 0
 
 
 def _fsdp_stage(value: Any) -> int | None:

@@ -471,15 +471,13 @@ def _dominant_cause(
 
 
 def _dominant_at(facts: Facts, world_size: int) -> str | None:
-    """The estimate's dominant term had the run ``world_size`` processes (None: no estimate at that size). An
-    FSDP run is estimated as the ZeRO stage that shards the same state (``facts.config.zero_like``)."""
+    """The estimate's dominant term had the run ``world_size`` processes (None: no estimate at that size)."""
     from oomdoctor.errors import BadInput
     from oomdoctor.estimate import estimate
-    from oomdoctor.facts.config import zero_like
 
     config, model = facts.config, facts.model
     assert config is not None and model is not None
-    sized = records.replace(config, world_size=world_size, **zero_like(config))
+    sized = records.replace(config, world_size=world_size)
     capacity = facts.derived.capacity_mib
     try:
         at_size = estimate(
