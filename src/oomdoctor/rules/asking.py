@@ -103,7 +103,8 @@ def world_size_question_for(facts: Facts, questions: list[Question]) -> list[Que
         return questions
     if any(q.key == "world_size" for q in questions):
         return questions
-    return [*questions, _builtin_question(facts, "world_size", "engine")]
+    question = _builtin_question(facts, "world_size", "engine")
+    return [*questions, question] if question.answers else questions  # a rank past 64: nothing to offer
 
 
 def _open_builtin_keys(facts: Facts) -> list[str]:
