@@ -601,7 +601,7 @@ def _activations(st: _Setting, lengths: _Lengths, trainable_set: set[str]) -> _A
         stored_b *= 2 if act_bytes == 4 else 1
     else:
         stored_b = layer_b * s.layers
-    if config.enable_liger_kernel:
+    if config.enable_liger_kernel and st.stage in k["liger_fused_loss_stages"]:
         loss_b = float(k["liger_bytes_per_token_hidden"]) * s.hidden * lengths.tokens
         st.notes.add("est_note_liger")
     else:
