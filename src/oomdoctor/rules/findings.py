@@ -18,7 +18,7 @@ from oomdoctor.rules.derive import error_line_missing, evaluation_only
 from oomdoctor.rules.facts import BATCH_PHASES, Facts
 from oomdoctor.rules.host_report import host_full_at_stop
 from oomdoctor.rules.log_stop import log_stop
-from oomdoctor.rules.questions import CARD_GB_SMALLEST, said_no_oom
+from oomdoctor.rules.questions import MIB_PER_GB, said_no_oom
 from oomdoctor.rules.texts import count_text, mib_text
 from oomdoctor.text import Text
 
@@ -182,8 +182,8 @@ def _card_answered(facts: Facts) -> list[Finding]:
     d = facts.derived
     if d.capacity_source != "answer":
         return []
-    counted = CARD_GB_SMALLEST.get(facts.answers.get("card_gb", ""))
-    return finding("card_answered", gb=counted, mib=mib_text(d.capacity_mib))
+    gb = f"{(d.capacity_mib or 0.0) / MIB_PER_GB:.1f}".removesuffix(".0")
+    return finding("card_answered", gb=gb, mib=mib_text(d.capacity_mib))
 
 
 def _reserve_would_fit(facts: Facts) -> list[Finding]:

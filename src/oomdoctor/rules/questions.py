@@ -30,11 +30,14 @@ BUILTIN_QUESTIONS: dict[str, tuple[str, ...]] = {
 }
 MIB_PER_GB = 1024  # a card sold as "24 GB" holds 24 GiB (nvidia-smi: 24564 MiB on an RTX 4090)
 # A card_gb answer names a class of cards (its label lists them): the estimate takes the smallest card of the
-# class, so that a change is never said to fit on a card of the class it may not fit on ("8 GB or less" down
-# to a 6 GB laptop card, "11-12 GB" as an 11 GB 2080 Ti / 1080 Ti, "141 GB or more" as an H200's 141).
-CARD_GB_SMALLEST: dict[str, int] = {
-    "8": 6, "12": 11, "16": 16, "24": 24, "32": 32, "40": 40, "48": 48, "80": 80, "141": 141,
+# class, as nvidia-smi totals it in the card table (estimate/gpu_cards.yaml), so that a change is never said to
+# fit on a card of the class it may not fit on ("24 GB" as an A10's 23,028 MiB, "11-12 GB" as a 2080 Ti's 11 GiB,
+# "141 GB or more" as an H200's 143,771 MiB); "8 GB or less" as a 6 GB laptop card, which the table lacks.
+CARD_CLASS_SMALLEST: dict[str, str] = {
+    "12": "RTX 2080 Ti", "16": "T4", "24": "A10", "32": "V100-32GB", "40": "A100-40GB", "48": "L40S",
+    "80": "H100-80GB", "141": "H200",
 }  # fmt: skip
+SMALLEST_CARD_MIB = 6 * MIB_PER_GB  # "8 GB or less": down to a 6 GB laptop card
 
 
 # Answers that end the diagnosis (no OOM to place) rather than change its proposal: never tried as what-ifs
@@ -93,9 +96,15 @@ def checked_answer(answers: Mapping[str, str], key: str) -> str | None:
 
 def answered_card_mib(answers: Mapping[str, str]) -> float | None:
     """The card's memory from the ``card_gb`` answer, in MiB: the smallest card of the class the answer names
-    (CARD_GB_SMALLEST; None when not answered)."""
+    (CARD_CLASS_SMALLEST; None when not answered)."""
     value = checked_answer(answers, "card_gb")
-    return float(CARD_GB_SMALLEST[value] * MIB_PER_GB) if value is not None else None
+    if value is None:
+        return None
+    if value not in CARD_CLASS_SMALLEST:
+        return float(SMALLEST_CARD_MIB)
+    from oomdoctor.estimate.cards import card_by_name
+
+    return card_by_name(CARD_CLASS_SMALLEST[value]).total_mib
 
 
 def answered_world_size(answers: Mapping[str, str], at_least: int = 1) -> int | None:
