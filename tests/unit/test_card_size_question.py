@@ -66,8 +66,8 @@ def test_asked_where_no_file_says_the_card_and_the_size_decides(shared_cards: di
 
 def test_the_answer_is_the_last_source_of_the_card(shared_cards: dict) -> None:
     answered = _facts(shared_cards, answers={"memory_kind": "gpu", "card_gb": "24"})
-    assert answered.derived.capacity_mib == 24 * 1024 and answered.derived.capacity_source == "answer"
-    assert answered.estimate is not None and answered.estimate.gpu_total_mib == 24 * 1024
+    assert answered.derived.capacity_mib == 23028 and answered.derived.capacity_source == "answer"
+    assert answered.estimate is not None and answered.estimate.gpu_total_mib == 23028
     flagged = _facts(shared_cards, answers={"card_gb": "24"}, capacity_mib=81920)
     assert flagged.derived.capacity_mib == 81920 and flagged.derived.capacity_source == "flag"
     log = LogFacts(oom=True, oom_kind="cuda_oom", capacity_mib=15095.0)
@@ -80,7 +80,7 @@ def test_an_answer_that_sizes_the_card_makes_the_estimate_again(shared_cards: di
     facts = _facts(shared_cards, answers={"memory_kind": "gpu"})
     assert facts.estimate is not None and facts.estimate.gpu_total_mib is None
     sized = facts.with_answers({"card_gb": "16"})
-    assert sized.estimate is not None and sized.estimate.gpu_total_mib == 16 * 1024
+    assert sized.estimate is not None and sized.estimate.gpu_total_mib == 15360
     assert sized.estimate.fits is not None
     again = sized.with_answers({"run_kind": "train"})
     assert again.estimate is sized.estimate  # the size unchanged: the estimate is reused
@@ -89,7 +89,7 @@ def test_an_answer_that_sizes_the_card_makes_the_estimate_again(shared_cards: di
 def test_the_report_says_the_size_is_the_users_answer(shared_cards: dict) -> None:
     d = diagnose(_facts(shared_cards, answers={"memory_kind": "gpu", "card_gb": "80"}))
     said = [f for f in d.findings if f.id == "card_answered"]
-    assert said and "80 GB" in said[0].text.en and "80 GB" in said[0].text.zh
+    assert said and "79.6 GB" in said[0].text.en and "79.6 GB" in said[0].text.zh  # an H100
     assert "your answer" in said[0].text.en and "回答" in said[0].text.zh
 
 
@@ -102,6 +102,25 @@ def test_answer_card_gb_works_headless(shared_cards: dict, tmp_path: Path, capsy
     words = ["diagnose", "--config", str(config), "--log", str(log), "--json"]
     assert main([*words, "--answer", "memory_kind=gpu", "--answer", "card_gb=80"]) == 1
     out = json.loads(capsys.readouterr().out)
-    assert out["capacity_mib"] == 81920 and out["facts"]["derived"]["capacity_source"] == "answer"
+    assert out["capacity_mib"] == 81559 and out["facts"]["derived"]["capacity_source"] == "answer"
     assert main([*words, "--answer", "card_gb=20"]) == 2  # not one of the nine sizes: bad input
     assert "card_gb" in capsys.readouterr().err
+
+
+def test_an_open_ended_class_counts_as_its_smallest_card(shared_cards: dict) -> None:
+    """Review item 6: "8 GB or less" is a 6 GB card to the estimate, "11-12 GB" an 11 GB 2080 Ti and each
+    other class its smallest card's total in the card table (so nothing is said to fit that may not fit on
+    the class's smallest card); the label and the finding say so."""
+    from oomdoctor.rules.questions import answered_card_mib, builtin_question
+
+    assert (
+        answered_card_mib({"card_gb": "8"}) == 6 * 1024 and answered_card_mib({"card_gb": "12"}) == 11 * 1024
+    )
+    # the classes with cards in the table: the smallest one's nvidia-smi total (an A10, an H100)
+    assert answered_card_mib({"card_gb": "24"}) == 23028 and answered_card_mib({"card_gb": "80"}) == 81559
+    labels = {a.value: a.label for a in builtin_question("card_gb", "engine").answers}
+    assert "counted as 6 GB" in labels["8"].en and "6 GB" in labels["8"].zh and "11 GB" in labels["12"].zh
+    facts = _facts(shared_cards, answers={"memory_kind": "gpu", "card_gb": "8"})
+    assert facts.derived.capacity_mib == 6144 and facts.derived.capacity_source == "answer"
+    said = [f for f in diagnose(facts).findings if f.id == "card_answered"]
+    assert said and "6 GB per card" in said[0].text.en and "smallest card" in said[0].text.en

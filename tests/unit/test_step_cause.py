@@ -37,14 +37,14 @@ def test_an_unstated_world_size_under_zero3_leaves_the_cause_open_and_asks_it() 
     # at one process the unsharded optimizer state is largest, at eight the activations: not settled
     assert facts.estimate is not None and facts.estimate.dominant_term == "trainable_state"
     assert facts.derived.dominant_cause is None
-    assert facts.derived.dominant_by_world == ((1, "trainable_state"), (8, "activations"))
+    assert facts.derived.dominant_by_world == ((1, "trainable_state"), (64, "activations"))
     d = diagnose(facts)
     assert d.cause == "unknown" and d.proposal is not None  # a change is still proposed meanwhile
     asked = [q for q in d.questions if q.key == "world_size"]
     assert asked and [a.value for a in asked[0].answers] == ["1", "2", "4", "8", "16", "32", "64"]
     said = [f for f in d.findings if f.id == "dominant_by_world"]
     assert (
-        said and "with 1 process" in said[0].text.en and "with 8 it is stored activations" in said[0].text.en
+        said and "with 1 process" in said[0].text.en and "with 64 it is stored activations" in said[0].text.en
     )
     stated = _facts(ZERO3_FULL, answers=ANSWERED, world_size=8)
     assert stated.derived.dominant_cause == "activations" and diagnose(stated).cause == "activations"
@@ -194,3 +194,82 @@ def test_the_world_size_question_headless(tmp_path, capsys) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["cause"] == "activations" and out["facts"]["derived"]["world_size_source"] == "answer"
     assert main([*words, "--answer", "world_size=3", "--json"]) == 2  # not one of the offered counts
+
+
+# A rank-5 process's OOM in the forward (the shape of LLaMA-Factory#7490's message, on rank 5): six or more
+# processes, however many there are.
+RANK5_OOM = (
+    "[rank5]: Traceback (most recent call last):\n"
+    '[rank5]:   File "/opt/LLaMA-Factory/src/llamafactory/train/sft/workflow.py", line 96, in run_sft\n'
+    "[rank5]:     train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)\n"
+    "[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.71 GiB. GPU 5 has a total "
+    "capacity of 79.15 GiB of which 1.02 GiB is free.\n"
+)
+
+
+def test_a_rank_number_bounds_the_world_sizes_tried_and_offered() -> None:
+    """Review item 3: the terms are compared between the processes a rank number proves and the top of the
+    offered range, not from one process; the question offers only counts the rank leaves possible, and an
+    answer below them is refused as bad input."""
+    import pytest
+
+    from oomdoctor.errors import BadInput
+    from oomdoctor.rules.asking import world_size_question_for
+
+    facts = _facts(ZERO3_FULL, log=parse_log_text(RANK5_OOM), answers=ANSWERED)
+    assert facts.derived.processes_at_least == 6 and facts.derived.world_size_open
+    # from 6 to 64 processes the activations are largest (at 1, never possible here, the optimizer state was)
+    assert facts.derived.dominant_by_world == () and facts.derived.dominant_cause == "activations"
+    asked = world_size_question_for(_with_conflict(facts), [])
+    assert [a.value for a in asked[0].answers] == ["8", "16", "32", "64"]
+    with pytest.raises(BadInput, match="world_size=4"):
+        _facts(ZERO3_FULL, log=parse_log_text(RANK5_OOM), answers={**ANSWERED, "world_size": "4"})
+    eight = _facts(ZERO3_FULL, log=parse_log_text(RANK5_OOM), answers={**ANSWERED, "world_size": "8"})
+    assert eight.derived.world_size == 8 and eight.derived.world_size_source == "answer"
+
+
+def _with_conflict(facts):
+    """``facts`` with a conflict by world size set, so that the question is built whatever the terms are."""
+    from oomdoctor import records
+
+    derived = records.replace(facts.derived, dominant_by_world=((6, "trainable_state"), (64, "activations")))
+    return records.replace(facts, derived=derived)
+
+
+def test_fsdp_full_shard_gets_the_same_conflict_as_zero3() -> None:
+    """Review item 4: an FSDP full-shard config whose world size nothing states is open the same way (one
+    definition, derived.world_size_open), and its terms are probed sharded as ZeRO-3 shards them."""
+    fsdp = {k: v for k, v in ZERO3_FULL.items() if k != "deepspeed"} | {"fsdp": "full_shard auto_wrap"}
+    facts = _facts(fsdp, answers=ANSWERED)
+    assert facts.derived.sharded_by == "fsdp" and facts.derived.world_size_open
+    assert facts.derived.dominant_cause is None
+    assert facts.derived.dominant_by_world == ((1, "trainable_state"), (64, "activations"))
+    d = diagnose(facts)
+    assert d.cause == "unknown" and any(q.key == "world_size" for q in d.questions)
+    said = [f for f in d.findings if f.id == "dominant_by_world"]
+    assert said and "FSDP" in said[0].text.en and "FSDP" in said[0].text.zh
+    # the estimate shards it as the conflict says: answered, the world size settles the cause the same way
+    at_64 = _facts(fsdp, answers={**ANSWERED, "world_size": "64"})
+    assert at_64.estimate is not None and at_64.estimate.dominant_term == "activations"
+    assert diagnose(at_64).cause == "activations"
+    assert diagnose(_facts(fsdp, answers={**ANSWERED, "world_size": "1"})).cause == "optimizer_state"
+    plain = {k: v for k, v in ZERO3_FULL.items() if k != "deepspeed"}
+    alone = _facts(plain, answers=ANSWERED)
+    assert not alone.derived.world_size_open and alone.derived.dominant_by_world == ()
+
+
+def test_a_non_numeric_size_answer_is_bad_input_on_the_command_line(tmp_path, capsys) -> None:
+    """Review item 2: ``card_gb=abc`` and ``world_size=x`` are refused with the one bad-input line and exit
+    2 before anything converts them (they used to be an internal ValueError)."""
+    import yaml
+
+    from oomdoctor.cli import main
+
+    config = tmp_path / "train.yaml"
+    config.write_text(yaml.safe_dump(ZERO3_FULL), encoding="utf-8")
+    words = ["diagnose", "--config", str(config), "--answer", "phase=first_batch", "--json"]
+    for answer in ("card_gb=abc", "world_size=x"):
+        assert main([*words, "--answer", answer]) == 2
+        err = capsys.readouterr().err
+        assert answer in err and "allowed values" in err and "internal error" not in err
+        assert len(err.strip().splitlines()) == 1

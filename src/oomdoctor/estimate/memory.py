@@ -342,6 +342,7 @@ class _Setting:
     precision: str
     world: int
     zero: int  # the ZeRO stage in effect (0: none)
+    shard: int  # the stage the held state is sharded as: ZeRO's, else FSDP's strategy as a ZeRO stage
     amp: bool  # fp16 / bf16 autocast
     pure: bool  # pure bf16
     full: bool  # every linear trains (full or freeze)
@@ -349,9 +350,12 @@ class _Setting:
 
 
 def _setting(config: ConfigFacts, model: ModelFacts, k: dict[str, Any]) -> _Setting:
+    from oomdoctor.facts.config import fsdp_shard_stage
+
     method = (config.finetuning_type or "lora").lower()
     precision = config.precision or "fp32"
     bit = config.quantization_bit
+    zero = int(config.zero_stage) if config.deepspeed and config.zero_stage else 0
     return _Setting(
         config=config,
         model=model,
@@ -362,7 +366,8 @@ def _setting(config: ConfigFacts, model: ModelFacts, k: dict[str, Any]) -> _Sett
         method=method,
         precision=precision,
         world=max(1, int(config.world_size or 1)),
-        zero=int(config.zero_stage) if config.deepspeed and config.zero_stage else 0,
+        zero=zero,
+        shard=zero or fsdp_shard_stage(config),
         amp=precision in ("fp16", "bf16"),
         pure=precision == "pure_bf16",
         full=method in ("full", "freeze"),
@@ -496,18 +501,19 @@ class _State:
 def _state(st: _Setting, trainable_params: int) -> _State:
     frozen = _frozen_bytes(st, trainable_params)
     opt_state, step_temp = _optimizer_bytes(st)
-    state = _zero_state if st.zero else _plain_state
+    state = _zero_state if st.shard else _plain_state
     held = state(st, trainable_params, frozen, opt_state, step_temp)
     if st.stage in ("dpo", "kto") and st.method != "lora":
-        reference = st.s.params * float(st.k["base_weight_bytes"]) / (st.world if st.zero >= 3 else 1)
+        reference = st.s.params * float(st.k["base_weight_bytes"]) / (st.world if st.shard >= 3 else 1)
         st.notes.add("est_note_reference_model")
         held.weights += reference  # the frozen reference model
     return held
 
 
 def _zero_state(st: _Setting, trainable: int, frozen: float, opt_state: float, step_temp: float) -> _State:
-    """ZeRO shards optimizer state (stage 1+), gradients (2+) and weights (3) over the processes."""
-    config, ds, world, zero = st.config, st.k["deepspeed"], st.world, st.zero
+    """ZeRO shards optimizer state (stage 1+), gradients (2+) and weights (3) over the processes; FSDP's
+    full_shard / shard_grad_op shard the same state as stages 3 / 2 (``st.shard``)."""
+    config, ds, world, zero = st.config, st.k["deepspeed"], st.world, st.shard
     shard_weights = world if zero >= 3 else 1
     shard_grads = world if zero >= 2 else 1
     if st.method == "lora":
@@ -595,7 +601,7 @@ def _activations(st: _Setting, lengths: _Lengths, trainable_set: set[str]) -> _A
         stored_b *= 2 if act_bytes == 4 else 1
     else:
         stored_b = layer_b * s.layers
-    if config.enable_liger_kernel:
+    if config.enable_liger_kernel and st.stage in k["liger_fused_loss_stages"]:
         loss_b = float(k["liger_bytes_per_token_hidden"]) * s.hidden * lengths.tokens
         st.notes.add("est_note_liger")
     else:

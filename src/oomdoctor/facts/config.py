@@ -604,6 +604,35 @@ def written(config: ConfigFacts, key: str) -> bool:
     return config.raw.get(key) not in (None, "")
 
 
+def fsdp_shard_stage(config: ConfigFacts) -> int:
+    """The ZeRO stage that shards the same state as the config's FSDP strategy (``fsdp_zero_stage``:
+    full_shard 3, shard_grad_op 2), what the estimate divides by the world size; 0 without FSDP, with
+    DeepSpeed (its own stage counts) or with a strategy the table does not name."""
+    if config.deepspeed or config.zero_stage is not None:
+        return 0
+    stage = _fsdp_stage(setting(config, "fsdp"))
+    if stage is None:
+        fsdp_config = setting(config, "fsdp_config")
+        if isinstance(fsdp_config, dict):
+            strategy = fsdp_config.get("fsdp_sharding_strategy", fsdp_config.get("sharding_strategy"))
+            stage = _fsdp_stage(strategy)
+    return stage or 0
+
+
+def _fsdp_stage(value: Any) -> int | None:
+    """The ZeRO stage of the first FSDP strategy word in ``value`` ("full_shard auto_wrap", ["full_shard"],
+    FULL_SHARD), None when it names none."""
+    words = value if isinstance(value, list) else str(value or "").replace(",", " ").split()
+    table = lf_knowledge()["fsdp_zero_stage"]
+    return next((int(table[w]) for w in (str(x).strip().lower() for x in words) if w in table), None)
+
+
+def exports(config: ConfigFacts) -> bool:
+    """The config is an export's (``llamafactory-cli export``: it writes ``export_dir``, which LLaMA-Factory's
+    export_model requires and no training reads) and trains nothing (no do_train, no training-only key)."""
+    return written(config, "export_dir") and not config.do_train and not writes_training_keys(config)
+
+
 def writes_training_keys(config: ConfigFacts) -> bool:
     """The config writes a key only a training run uses (``training_only_keys``: the learning rate, the
     schedule, the LoRA rank...): it trains, whatever else it says."""

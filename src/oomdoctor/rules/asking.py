@@ -11,7 +11,7 @@ from oomdoctor.errors import BadInput
 from oomdoctor.i18n import msg
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import LoadedNode, RuleSet
-from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question
+from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question, offered, tried
 from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 
 # Questions go out one tier at a time, the most decisive first: which memory ran out (the GPU's or the
@@ -40,7 +40,6 @@ CAUSE_TIER = 2
 # itself.
 NEVER_BESIDE: frozenset[str] = frozenset({"card_gb", "world_size"})
 # What shards a run's state over its processes, so that the world size changes what each card holds.
-SHARDING: frozenset[str] = frozenset({"deepspeed", "fsdp"})
 
 # An answer to the key settles these facts too (a phase past loading means the weights loaded; a run that
 # resumed from a checkpoint is a training, derived.run_kind).
@@ -91,12 +90,10 @@ def _question_for(loaded: LoadedNode) -> Question:
     )
 
 
-def world_size_open(facts: Facts) -> bool:
-    """A sharded run (ZeRO, FSDP) whose world size nothing states: the launcher line, the log's "world size:",
-    WORLD_SIZE and the banner are all missing, and a rank number seen only bounds it."""
-    d = facts.derived
-    sharded = d.sharded_by in SHARDING or (d.zero_stage or 0) >= 1
-    return sharded and d.world_size_source in (None, "single")
+def _builtin_question(facts: Facts, key: str, asked_by: str) -> Question:
+    """The built-in question ``key``, its world sizes only those a rank number seen leaves possible."""
+    oom_seen = facts.log is not None and facts.log.oom
+    return builtin_question(key, asked_by, at_least=facts.derived.processes_at_least, oom_seen=oom_seen)
 
 
 def world_size_question_for(facts: Facts, questions: list[Question]) -> list[Question]:
@@ -106,7 +103,8 @@ def world_size_question_for(facts: Facts, questions: list[Question]) -> list[Que
         return questions
     if any(q.key == "world_size" for q in questions):
         return questions
-    return [*questions, builtin_question("world_size", "engine")]
+    question = _builtin_question(facts, "world_size", "engine")
+    return [*questions, question] if question.answers else questions  # a rank past 64: nothing to offer
 
 
 def _open_builtin_keys(facts: Facts) -> list[str]:
@@ -124,7 +122,7 @@ def _open_builtin_keys(facts: Facts) -> list[str]:
         open_keys.append("card_bf16")
     if d.capacity_mib is None:
         open_keys.append("card_gb")  # no flag, no total capacity in the log, no NVML
-    if world_size_open(facts):
+    if d.world_size_open:
         open_keys.append("world_size")
     return [key for key in open_keys if key not in answered]
 
@@ -136,6 +134,7 @@ class _Walks:
 
     def __init__(self, facts: Facts, rules: RuleSet, walk: Walk) -> None:
         self._facts, self._rules = facts, rules
+        self.facts = facts
         self._seen: dict[frozenset[tuple[str, str]], Walk] = {frozenset(): walk}
         self._tops: dict[frozenset[tuple[str, str]], str | None] = {}
 
@@ -191,7 +190,7 @@ def choose_questions(facts: Facts, rules: RuleSet, walk: Walk) -> list[Question]
             if key in node_asks:
                 asked.append(_question_for(node_asks[key]))
             else:
-                asked.append(builtin_question(key, brings or "engine"))
+                asked.append(_builtin_question(facts, key, brings or "engine"))
         if asked:
             return asked
     return _phase_beside(rules, walk, open_keys, walks)
@@ -220,11 +219,14 @@ def _answer_that_changes(key: str, rules: RuleSet, context_keys: list[str], walk
     the phase is worth asking even when a proposal also needs the memory kind, which is asked next."""
     contexts: list[dict[str, str]] = [{}]
     if context_keys:
-        choices = [rules.questions[k].allowed for k in context_keys]
+        choices = [tried(k, rules.questions[k].allowed) for k in context_keys]
         contexts += [dict(zip(context_keys, combo, strict=True)) for combo in itertools.product(*choices)]
+    values = rules.questions[key].allowed
+    if key in BUILTIN_QUESTIONS:
+        values = tried(key, offered(key, walks.facts.derived.processes_at_least))
     for context in contexts:
         base = walks.top(context)
-        for value in rules.questions[key].allowed:
+        for value in values:
             top = walks.top({**context, key: value})
             if top != base:
                 return top or ""

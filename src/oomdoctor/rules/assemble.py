@@ -71,13 +71,15 @@ def assemble(
     if config is not None and config.world_size != (world_size or 1):
         config = records.replace(config, world_size=world_size or 1)
     micro_batch, accumulation, effective_batch = _batch(config, log, world_size)
+    sharding = sharded_by(config, log, readings.env)
     settled = Derived(
         capacity_mib=capacity,
         capacity_source=capacity_source,
         world_size=world_size,
         world_size_source=world_source,
         processes_at_least=_processes_at_least(log, world_size, world_source),
-        sharded_by=sharded_by(config, log, readings.env),
+        sharded_by=sharding,
+        world_size_open=world_size_open(sharding, world_source),
         phase_candidates=phase_candidates(config, log),
         micro_batch=micro_batch,
         accumulation=accumulation,
@@ -145,7 +147,7 @@ def settle_world_size(
         (_banner_world(log), "banner"),
         (_int_or_none(readings.env.get("WORLD_SIZE")), "env"),
         (config.world_size if config is not None and config.world_size > 1 else None, "config"),
-        (answered_world_size(answers or {}), "answer"),
+        (answered_world_size(answers or {}, _numbered_processes(log)), "answer"),
     ]
     for value, source in stated:
         if value is not None and value > 0:
@@ -153,6 +155,12 @@ def settle_world_size(
     if config is None or _numbered_processes(log) > 1:
         return None, None  # several processes, as a rank or GPU number proves, but how many is unsaid
     return 1, "single"
+
+
+def world_size_open(sharding: str, world_source: str | None) -> bool:
+    """``Derived.world_size_open``: the run shards its state (``sharded_by`` not none) and nothing states how
+    many processes share it (a rank number only bounds them)."""
+    return sharding != "none" and world_source in (None, "single")
 
 
 def _banner_world(log: LogFacts | None) -> int | None:

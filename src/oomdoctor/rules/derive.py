@@ -15,10 +15,10 @@ from oomdoctor.facts.account import UNMEASURED_MIB, account_of, reserve_is_real
 from oomdoctor.facts.logits import logits_frame, request_is_logits, request_is_logprob_logits
 from oomdoctor.facts.types import ConfigFacts, GpuDevice, LogFacts
 from oomdoctor.lazyre import lazy
-from oomdoctor.rules.facts import Derived, Facts
+from oomdoctor.rules.facts import BATCH_PHASES, Derived, Facts
 from oomdoctor.rules.host_report import host_full_at_stop
 from oomdoctor.rules.log_stop import log_stop
-from oomdoctor.rules.questions import yes_no
+from oomdoctor.rules.questions import said_no_oom, yes_no
 
 # How the log's OOM kind maps to the memory that ran out, when the log reader does not say (ran_out_of).
 MEMORY_KIND_BY_OOM_KIND: dict[str, str] = {
@@ -81,13 +81,16 @@ PARAMETER_GATHER_FRAMES: frozenset[str] = frozenset(
 # fp32 copy of a 256k x 8192 embedding, is 8 GiB): a step that asks for more at once is computing activations
 # or logits.
 STEP_TENSOR_MIN_MIB = 8192.0
-# World sizes a ZeRO run may have when nothing states it: the dominant term is trusted only when it is the
-# same at both ends (ZeRO shards optimizer state, gradients and, at stage 3, weights by the world size).
-ZERO_WORLD_SIZES = (1, 8)
+# The largest world size a sharded run is tried at when nothing states it (the world_size question's top
+# answer): the dominant term is trusted only when it is the same at both ends of what the run may be, the
+# processes a rank number proves and this (sharding divides optimizer state, gradients and, at stage 3 / FSDP
+# full shard, weights by the world size, so each term moves one way as it grows: two probes are enough).
+WORLD_SIZE_TOP = 64
 # Full fine-tuning shows in the log when the trainable parameters are at least this share of the model...
 FULL_TRAINABLE_SHARE = 0.5
-# ... or when the optimizer step asks for at least this much at once: Adam's temporaries are as large as one
-# trained tensor (or one ZeRO partition of them), and LoRA adapters of any usual rank are far smaller.
+# ... or when the optimizer step (or the set-up creating the optimizer's state, log.setup_step optimizer_init)
+# asks for at least this much at once: Adam's temporaries and states are as large as one trained tensor (or one
+# ZeRO partition of them), and LoRA adapters of any usual rank are far smaller.
 ADAPTER_OPTIMIZER_REQUEST_MAX_MIB = 1024.0
 
 
@@ -120,6 +123,8 @@ def _oom_confirmed(facts: Facts) -> bool:
     cut by the paster), or the user said which memory ran out or where, or the run's own report showed the host's
     RAM full where a silent log stops (rules/host_report.py). Frames that place nothing (module entry points,
     glued tracebacks of several processes) are no evidence of an OOM."""
+    if said_no_oom(facts.answers):
+        return False
     return "memory_kind" in facts.answers or "phase" in facts.answers or host_full_at_stop(facts)
 
 
@@ -157,6 +162,8 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
         return "load", "weights_size"  # no log: the weights alone do not fit, so it stops while loading
     if log is None and over is None and _weights_beyond_every_card(facts):
         return "load", "weights_size_any_card"  # no card size, but no card the tool knows holds them
+    if _export_failed(facts):
+        return "load", "config"
     by_config = config is not None and evaluation_only(config)
     if (
         (by_config or _answered_predict(facts, weights_loaded))
@@ -169,6 +176,17 @@ def _phase(facts: Facts, weights_loaded: bool | None) -> tuple[str, str]:
     if _bare_logits_request(facts):
         return ("long_sample" if log is not None and log.good_steps else "first_batch"), "logits_size"
     return "unknown", "none"
+
+
+def _export_failed(facts: Facts) -> bool:
+    """An export config (``facts.config.exports``) whose log shows it failing for memory: LLaMA-Factory's
+    export_model does its memory's work in load_model (reading the weights, merging the adapter into them,
+    GPTQ-quantizing them while they load) and then only writes shards of export_size GB, so it ran out at
+    loading. Without a log the phase stays asked (the export may have failed otherwise)."""
+    from oomdoctor.facts.config import exports
+
+    config = facts.config
+    return config is not None and exports(config) and facts.log is not None and log_failed(facts)
 
 
 # What a run that only generates is (derived.run_kind): it runs out where it evaluates, once the weights loaded.
@@ -208,8 +226,7 @@ def _weights_beyond_every_card(facts: Facts) -> bool:
     weights = est.terms.get("weights") if est is not None else None
     if not weights or facts.config is None:
         return False
-    sharded = _zero_stage(facts) == 3 or facts.derived.sharded_by != "none"
-    if sharded and facts.derived.world_size_source in (None, "single"):
+    if facts.derived.world_size_open:
         return False
     from oomdoctor.estimate.cards import largest_card
 
@@ -249,6 +266,8 @@ def _card_held_by_others(facts: Facts) -> bool:
 def _memory_kind(facts: Facts, phase: str) -> tuple[str | None, str | None]:
     """(which memory ran out, where that comes from): see ``DERIVED_FACTS``."""
     answered = facts.answers.get("memory_kind")
+    if said_no_oom(facts.answers):
+        return None, "answer"  # no memory ran out, by the user's word (derived.oom is False)
     if answered:
         return answered, "answer"
     log = facts.log
@@ -441,24 +460,14 @@ def _dominant_cause(
     est = facts.estimate
     if est is None:
         return None, ()
-    if not _world_size_open_under_zero(facts):
+    if not facts.derived.world_size_open or facts.config is None or facts.model is None:
         return _CAUSE_OF_TERM.get(est.dominant_term), ()
-    by_world = [(size, _dominant_at(facts, size)) for size in ZERO_WORLD_SIZES]
-    terms = {est.dominant_term, *(term for _, term in by_world)}
-    if len(terms) == 1:
-        return _CAUSE_OF_TERM.get(est.dominant_term), ()
-    return None, tuple((size, term) for size, term in by_world if term is not None)
-
-
-def _world_size_open_under_zero(facts: Facts) -> bool:
-    """The config shards state with ZeRO (which divides terms by the world size) and nothing states how many
-    processes there are."""
-    config = facts.config
-    return (
-        config is not None
-        and (config.zero_stage or 0) >= 1
-        and facts.derived.world_size_source in (None, "single")
-    )
+    low = max(1, facts.derived.processes_at_least or 1)
+    sizes = (low, WORLD_SIZE_TOP) if low < WORLD_SIZE_TOP else (low,)
+    by_world = [(size, term) for size in sizes if (term := _dominant_at(facts, size)) is not None]
+    if len({term for _, term in by_world}) < 2:
+        return _CAUSE_OF_TERM.get(by_world[0][1] if by_world else est.dominant_term), ()
+    return None, tuple(by_world)
 
 
 def _dominant_at(facts: Facts, world_size: int) -> str | None:
@@ -466,8 +475,8 @@ def _dominant_at(facts: Facts, world_size: int) -> str | None:
     from oomdoctor.errors import BadInput
     from oomdoctor.estimate import estimate
 
-    config, model, est = facts.config, facts.model, facts.estimate
-    assert config is not None and model is not None and est is not None
+    config, model = facts.config, facts.model
+    assert config is not None and model is not None
     sized = records.replace(config, world_size=world_size)
     capacity = facts.derived.capacity_mib
     try:
@@ -479,15 +488,12 @@ def _dominant_at(facts: Facts, world_size: int) -> str | None:
     return at_size.dominant_term
 
 
-# Where a request that large can only be the forward/backward's: loading (DeepSpeed's initialise flattens every
-# parameter into one buffer) and the optimizer step (a fused update over flattened tensors) have their own.
-FORWARD_PHASES = frozenset({"first_batch", "long_sample"})
-
-
 def _request_is_step_tensor(log: LogFacts | None, phase: str) -> bool:
     """In a forward/backward, the request is larger than any single weight, gradient or Adam tensor can be
     (STEP_TENSOR_MIN_MIB)."""
-    return phase in FORWARD_PHASES and log is not None and (log.requested_mib or 0.0) >= STEP_TENSOR_MIN_MIB
+    # only the forward/backward's (BATCH_PHASES): loading (DeepSpeed's initialise flattens every parameter
+    # into one buffer) and the optimizer step (a fused update over flattened tensors) have their own that large
+    return phase in BATCH_PHASES and log is not None and (log.requested_mib or 0.0) >= STEP_TENSOR_MIN_MIB
 
 
 def _weights_fill_step(
@@ -561,16 +567,23 @@ def _finetuning_type(facts: Facts, phase: str) -> str | None:
         if log.trainable_params and total and log.trainable_params >= FULL_TRAINABLE_SHARE * total:
             return "full"
         if (
-            phase == "optimizer_step"
+            _creates_optimizer_state(phase, log)
             and log.requested_mib is not None
             and log.requested_mib >= ADAPTER_OPTIMIZER_REQUEST_MAX_MIB
         ):
             return "full"
-    if config is not None and not config.written_keys and phase == "optimizer_step":
+    if config is not None and not config.written_keys and _creates_optimizer_state(phase, log):
         return (
             None  # no config written at all: LLaMA-Factory's default (lora) is no evidence against the step's
         )
     return config.finetuning_type if config is not None else None
+
+
+def _creates_optimizer_state(phase: str, log: LogFacts | None) -> bool:
+    """It ran out where the optimizer's state is made or updated: the optimizer step, or the set-up that
+    creates the optimizer's partitions and states at load (``log.setup_step`` optimizer_init)."""
+    setup = log.setup_step if log is not None else None
+    return phase == "optimizer_step" or (phase == "load" and setup == "optimizer_init")
 
 
 def _zero_stage(facts: Facts) -> int | None:
@@ -667,7 +680,7 @@ def _with_phase(facts: Facts, phase: str, phase_source: str, weights_loaded: boo
     finetuning_type = _finetuning_type(facts, phase)
     return records.replace(
         run,
-        oom=log is None or log_failed(facts) or "phase" in facts.answers,
+        oom=not said_no_oom(facts.answers) and (log is None or log_failed(facts) or "phase" in facts.answers),
         phase=phase,
         phase_source=phase_source,
         weights_loaded=weights_loaded,
@@ -713,9 +726,11 @@ TRAINING_FRAMES = frozenset({"_inner_training_loop", "training_step"})
 def _run_kind(facts: Facts) -> str | None:
     """See ``Derived.run_kind``: what the config runs, else a log that shows training or a resume, else the
     user's answer."""
-    from oomdoctor.facts.config import writes_training_keys
+    from oomdoctor.facts.config import exports, writes_training_keys
 
     config, log = facts.config, facts.log
+    if config is not None and exports(config):
+        return "export"
     if config is not None and evaluation_only(config):
         return "predict"
     if config is not None and (config.do_train or writes_training_keys(config)):

@@ -24,11 +24,11 @@ from oomdoctor.rules.asking import (
 )
 from oomdoctor.rules.conditions import evaluate
 from oomdoctor.rules.derive import error_line_missing
-from oomdoctor.rules.facts import Facts
+from oomdoctor.rules.facts import BATCH_PHASES, Facts
 from oomdoctor.rules.findings import fact_findings, without_guarded
 from oomdoctor.rules.loader import RuleSet, load_rules
 from oomdoctor.rules.proposals import ESTIMATE_PHASE, cause_of
-from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question
+from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question, said_no_oom
 from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 
 __all__ = [
@@ -44,7 +44,6 @@ __all__ = [
 ]
 
 # The phases whose peak the micro-batch sets, where the estimate's largest term names the cause.
-BATCH_PHASES: frozenset[str] = frozenset({"first_batch", "long_sample"})
 # When no node proposes anything, the phase alone says what most likely filled the memory.
 CAUSE_BY_PHASE: dict[str, str] = {
     "load": "weights",
@@ -79,10 +78,13 @@ def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
     rules = rules if rules is not None else load_rules()
     check_answers(facts.answers, rules)
     findings = fact_findings(facts)
-    if not facts.derived.oom and (error_line_missing(facts) or facts.derived.log_stop is not None):
+    no_oom_said = said_no_oom(facts.answers)
+    unsaid = error_line_missing(facts) or facts.derived.log_stop is not None
+    if not facts.derived.oom and not no_oom_said and unsaid:
         return _no_error_line(facts, findings)
     if not facts.derived.oom:
-        findings.insert(0, Finding(id="no_oom", text=both("f_no_oom")))
+        said = "no_oom_answered" if no_oom_said else "no_oom"
+        findings.insert(0, Finding(id=said, text=both(f"f_{said}")))
         return _diagnosis(facts, oom=False, phase="none", cause="unknown", findings=findings)
     walk = walk_rules(facts, rules)
     findings = without_guarded(findings, facts, frozenset(walk.guarded)) + walk.findings

@@ -131,8 +131,9 @@ class Derived:
     )
     finetuning_type: str | None = _fact(
         "what is trained: the config's finetuning_type when it names one; else full when the log shows it "
-        "(trainable parameters are most of the model, or the optimizer step asked for more than adapters "
-        "ever hold); else LLaMA-Factory's default (lora)"
+        "(trainable parameters are most of the model, or the optimizer step or the set-up creating the "
+        "optimizer's state, log.setup_step optimizer_init, asked for more than adapters ever hold); else "
+        "LLaMA-Factory's default (lora)"
     )
     micro_batch: int | None = _fact(
         "per-device train batch: the config's, else the log's 'Instantaneous batch size'"
@@ -252,12 +253,25 @@ class Derived:
         False,
     )
     run_kind: str | None = _fact(
-        "train / predict / chat: what the run does: the config (evaluation_only: predict; do_train written "
+        "train / predict / chat / export: what the run does: the config (export_dir written with no training "
+        "key: export, llamafactory-cli export; evaluation_only: predict; do_train written "
         "true, or a key only a training uses, lf_defaults.yaml training_only_keys: train), else a log that shows "
         "training (its banner, steps, the Trainer's loop frames) or a resume (resumes: only a training "
         "resumes), else the user's answer to run_kind (chat: llamafactory-cli chat / webchat, the web UI's "
         "Chat tab); None when none says"
     )
+    # --- derived facts added by the fix10b work ---
+    world_size_open: bool = _fact(
+        "the run shards its state over its processes (sharded_by: deepspeed, fsdp, ray) and nothing states "
+        "how many there are (world_size_source unknown or single; a rank number only bounds it, "
+        "processes_at_least): the one definition the world-size question, the terms by world size and the "
+        "weights-beyond-every-card test read",
+        False,
+    )
+
+
+# The phases of a forward/backward over a batch: where the batch settings (micro-batch, length) act.
+BATCH_PHASES: frozenset[str] = frozenset({"first_batch", "long_sample"})
 
 
 # name -> what it means (the loader rejects any other derived.<name> in a rule file).

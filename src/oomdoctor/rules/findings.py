@@ -15,9 +15,10 @@ from oomdoctor.facts.ranks import rank_findings
 from oomdoctor.facts.types import ConfigFacts
 from oomdoctor.i18n import MESSAGES, Lang, both, msg
 from oomdoctor.rules.derive import error_line_missing, evaluation_only
-from oomdoctor.rules.facts import Facts
+from oomdoctor.rules.facts import BATCH_PHASES, Facts
 from oomdoctor.rules.host_report import host_full_at_stop
 from oomdoctor.rules.log_stop import log_stop
+from oomdoctor.rules.questions import MIB_PER_GB, said_no_oom
 from oomdoctor.rules.texts import count_text, mib_text
 from oomdoctor.text import Text
 
@@ -26,7 +27,6 @@ Producer = Callable[[Facts], list[Finding]]
 # A reserved-but-unallocated block is worth a line from this share of the request on.
 FRAGMENTATION_FINDING_SHARE = 0.5
 # Phases where the micro-batch sets the peak, so "the largest micro-batch that fits" is worth saying.
-BATCH_PHASES = ("first_batch", "long_sample")
 
 
 def finding(fid: str, severity: str = "info", /, **fields: Any) -> list[Finding]:
@@ -49,8 +49,11 @@ def _inputs(facts: Facts) -> list[Finding]:
 
 
 def _no_log(facts: Facts) -> list[Finding]:
-    """No log: what the config alone placed (evaluation only; weights bigger than the card), else the question."""
+    """No log: what the config alone placed (evaluation only; weights bigger than the card), else the question
+    (nothing where the user said it did not run out of memory: the no-OOM finding says it)."""
     d, est = facts.derived, facts.estimate
+    if said_no_oom(facts.answers):
+        return []
     if d.phase_source == "config":
         return finding("no_log_config_phase", card=mib_text(d.capacity_mib))
     if facts.config is not None and evaluation_only(facts.config) and d.phase == "unknown":
@@ -179,7 +182,8 @@ def _card_answered(facts: Facts) -> list[Finding]:
     d = facts.derived
     if d.capacity_source != "answer":
         return []
-    return finding("card_answered", gb=facts.answers.get("card_gb"), mib=mib_text(d.capacity_mib))
+    gb = f"{(d.capacity_mib or 0.0) / MIB_PER_GB:.1f}".removesuffix(".0")
+    return finding("card_answered", gb=gb, mib=mib_text(d.capacity_mib))
 
 
 def _reserve_would_fit(facts: Facts) -> list[Finding]:
