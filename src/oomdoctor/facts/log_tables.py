@@ -25,6 +25,7 @@ class OomForm:
     pattern: re.Pattern[str]
     hints: tuple[str, ...]
     only_without_error: bool = False
+    prose: bool = False  # the reporter's own words for the failure: a mention until the message itself comes
 
 
 @record(frozen=True)
@@ -214,6 +215,7 @@ def _oom_forms(raw: dict[str, Any]) -> tuple[OomForm, ...]:
             pattern=lazy(f["pattern"]),
             hints=tuple(f["hint"]),
             only_without_error=bool(f.get("only_without_error", False)),
+            prose=bool(f.get("prose", False)),
         )
         for f in raw["oom_forms"]
     )
