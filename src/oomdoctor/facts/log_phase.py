@@ -497,6 +497,11 @@ class _Decision:
             # mapping a library (an import) or a weights file into memory: the start of the run, loading
             self._set("load", "high")
             ev.append(text("log_ev_mmap_at_start"))
+        elif ctx == "after_load" and snap.export and not self.any_steps and not snap.training_started:
+            # an export with its model loaded: what it does next is the merge or quantization and the write
+            self._set("save", "high")
+            self._marker_evidence()
+            ev.append(text("log_ev_export_after_load"))
         elif ctx == "after_load" and not self.any_steps and not snap.training_started:
             # the model had finished loading and nothing later says what ran: not the load; asked
             self._marker_evidence()

@@ -185,6 +185,8 @@ class Snapshot:
     eval_started: bool = False  # an evaluation began after training had started
     weights_loaded: bool = False
     elided: bool = False  # the excerpt left lines out ("[...]") before any sign of training
+    # an export's command was seen (marker ``export``): the run merges or quantizes, it trains nothing
+    export: bool = False
 
 
 @record
@@ -944,6 +946,8 @@ class LogScanner:
             if marker.launch:
                 run.launched = True
                 continue
+            if marker.export:
+                snap.export = True
             if marker.context is None and not marker.setup:
                 continue  # it only shows what shards the run
             if marker.setup:

@@ -77,6 +77,9 @@ class Marker:
     # the bare progress bars that follow the line are that phase's own (an export merging layer after layer),
     # not training steps
     owns_bars: bool = False
+    # the line is an export's command (LLaMA-Factory's export, ms-swift's merge): the run loads a model to merge or
+    # quantize it and write a copy; it trains nothing
+    export: bool = False
     hints: tuple[str, ...] = ()  # plain substrings one of which every line it matches holds (none: not said)
 
     def may_match(self, text: str) -> bool:
@@ -248,6 +251,7 @@ def _markers(raw: dict[str, Any]) -> tuple[Marker, ...]:
             in_step=bool(m.get("in_step", False)),
             launch=bool(m.get("launch", False)),
             owns_bars=bool(m.get("owns_bars", False)),
+            export=bool(m.get("export", False)),
             hints=tuple(m.get("hint") or ()),
         )
         for m in raw["markers"]
