@@ -156,7 +156,11 @@ def _classify(frame: Frame, t: Tables) -> FrameRule | CodeRule | None:
     if frame.code:
         by_code = next((r for r in t.code if any(c in frame.code for c in r.contains)), None)
     if by_function is None or (
-        by_code is not None and _ROLE_RANK[by_code.role] > _ROLE_RANK[by_function.role]
+        by_code is not None
+        and (
+            _ROLE_RANK[by_code.role] > _ROLE_RANK[by_function.role]
+            or (isinstance(by_code, CodeRule) and by_code.over_frame)
+        )
     ):
         return by_code
     return by_function

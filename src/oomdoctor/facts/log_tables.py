@@ -56,6 +56,9 @@ class CodeRule:
     contains: tuple[str, ...]
     why: Text
     setup_step: str | None = None
+    # the line calls a set-up step of its own inside a frame that is set-up too (DeepSpeed's engine __init__
+    # calling _configure_distributed_model): the called step says what was allocated, over the frame's function
+    over_frame: bool = False
 
 
 @record(frozen=True)
@@ -185,6 +188,7 @@ def tables() -> Tables:
                 contains=tuple(c["contains"]),
                 why=_why(c),
                 setup_step=c.get("setup_step"),
+                over_frame=bool(c.get("over_frame", False)),
             )
             for c in raw["code"]
         ),
