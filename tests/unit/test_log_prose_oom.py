@@ -98,3 +98,17 @@ def test_a_custom_loops_validation_pass_in_a_cut_traceback_is_the_evaluation() -
     f = parse_log_text(log + "\n")
     assert f.traceback_cut and not f.oom
     assert f.phase == "eval"
+
+
+def test_the_reporters_words_place_a_bare_launcher_kill_in_the_datas_loading() -> None:
+    log = "\n".join(
+        [
+            "机器内存共900G，在使用上述脚本执行后，加载数据阶段就会内存溢出，报错退出，报错信息如下：",
+            "> E0721 20:54:31.520000 140161827444544 torch/distributed/elastic/multiprocessing/api.py:826] failed "
+            "(exitcode: -9) local_rank: 0 (pid: 2330) of binary: /python",
+        ]
+    )
+    f = parse_log_text(log + "\n")
+    assert f.oom and f.ran_out_of == "host" and f.phase == "load"
+    # the same kill without the sentence: nothing says where
+    assert parse_log_text(log.split("\n", 1)[1] + "\n").phase != "load"
