@@ -249,6 +249,7 @@ class Run:
     other_error: str | None = None
     setup_seen: bool = False
     launched: bool = False  # a launcher's own line: it started the run's processes (marker ``launch``)
+    resumed: bool = False  # a line says the run resumes from a checkpoint (marker ``resume``)
     host_ram_percent: float | None = None  # the last host RAM report's share (facts/log_host_report.py)
     host_ram_used_gib: float | None = None
     data_parallel: bool = False  # the run trains on torch.nn.DataParallel (facts/log_data_parallel.py)
@@ -945,6 +946,9 @@ class LogScanner:
                 run.fsdp_seen = True
             if marker.launch:
                 run.launched = True
+                continue
+            if marker.resume:
+                run.resumed = True
                 continue
             if marker.export:
                 snap.export = True

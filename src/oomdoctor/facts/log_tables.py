@@ -83,6 +83,8 @@ class Marker:
     # the line is an export's command (LLaMA-Factory's export, ms-swift's merge): the run loads a model to merge or
     # quantize it and write a copy; it trains nothing
     export: bool = False
+    # the line says the run resumes from a checkpoint (its weights and optimizer state read back before a step)
+    resume: bool = False
     hints: tuple[str, ...] = ()  # plain substrings one of which every line it matches holds (none: not said)
 
     def may_match(self, text: str) -> bool:
@@ -256,6 +258,7 @@ def _markers(raw: dict[str, Any]) -> tuple[Marker, ...]:
             launch=bool(m.get("launch", False)),
             owns_bars=bool(m.get("owns_bars", False)),
             export=bool(m.get("export", False)),
+            resume=bool(m.get("resume", False)),
             hints=tuple(m.get("hint") or ()),
         )
         for m in raw["markers"]

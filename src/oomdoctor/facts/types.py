@@ -206,6 +206,9 @@ class LogFacts:
     # an export's command (llamafactory-cli export, export_model.py, swift export): the run merges an adapter or
     # quantizes the model and writes the copy; it trains nothing
     export: bool = False
+    # a line says the run resumes from a checkpoint (the Trainer's "Continuing training from checkpoint", the
+    # reporter's "resume training from a checkpoint"): what it reads back may sit on the card before the first step
+    resumed: bool = False
     # the host's RAM in use at the last report the run printed (DeepSpeed's "CPU Virtual Memory: used = X GB,
     # percent = Y%"; facts/log_host_report.py)
     host_ram_percent: float | None = None
