@@ -62,6 +62,7 @@ def test_the_cards_memory_is_not_the_hosts_and_a_steady_figure_is_no_oom() -> No
         [
             "显存占用100%，但是训练正常进行",
             "GPU内存占用100%，显卡内存也是100%",
+            "训练时并没有报OOM，也不是显存不足，而是loss变成了nan",
             "模型在训练过程中，是否存在显存占用累加。因为在训练过程中，发现显存占用是个固定值",
         ]
     )
