@@ -1,5 +1,6 @@
-"""A run that resumes from a checkpoint (``LogFacts.resumed``): the Trainer's own line, or the reporter's words
-beside the message (nanoGPT, a real public thread); a config dump that only names the option is no resume."""
+"""A run that resumes from a checkpoint (``LogFacts.resumed``), in the words its program prints: the Trainer's
+"Continuing training from checkpoint", an accelerate script's "Resumed from checkpoint: <path>". A config dump that
+only names the option, or a reporter's sentence, is no resume."""
 
 from __future__ import annotations
 
@@ -14,11 +15,10 @@ def test_the_trainers_continuing_line_is_a_resume() -> None:
     assert parse_log_text(log).resumed
 
 
-def test_the_reporters_words_beside_the_message_are_a_resume() -> None:
+def test_an_accelerate_scripts_resumed_line_is_a_resume() -> None:
     log = "\n".join(
         [
-            "When training a large model that takes up almost the entire memory capacity of my GPU, I am unable to "
-            "resume training from a checkpoint (despite being able to initialize and train the model from scratch).",
+            "Resumed from checkpoint: outputs/step_2000",
             "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
         ]
     )
@@ -26,6 +26,9 @@ def test_the_reporters_words_beside_the_message_are_a_resume() -> None:
     assert f.oom and f.resumed
 
 
-def test_a_config_dump_naming_the_option_is_no_resume() -> None:
-    log = "resume_from_checkpoint=None,\nrun_name=saves/qwen,\n{'loss': 1.2, 'learning_rate': 1e-05, 'epoch': 0.1}\n"
+def test_a_config_dump_or_a_sentence_is_no_resume() -> None:
+    log = (
+        "resume_from_checkpoint=None,\nrun_name=saves/qwen,\n"
+        "I am unable to resume training from a checkpoint, because CUDA keeps running out of memory.\n"
+    )
     assert not parse_log_text(log).resumed

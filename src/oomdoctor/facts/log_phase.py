@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from oomdoctor.facts.log_gather import whole_model_gather
 from oomdoctor.facts.log_scan import FILE_LINE, FRAGMENT_LINE, Failure, Run, Snapshot, match_frame_line
-from oomdoctor.facts.log_tables import CodeRule, FrameRule, Tables, tables
+from oomdoctor.facts.log_tables import CodeRule, FrameRule, Tables
 from oomdoctor.i18n import both
 from oomdoctor.lazyre import lazy
 from oomdoctor.records import field, record
@@ -69,11 +69,6 @@ def parse_frames(block: list[str]) -> list[Frame]:
     for line in block:
         if not line.strip() or _SKIP_LINE.match(line):
             continue
-        chain = _telling_chain(chain_frames(line))
-        if chain:
-            frames.extend(chain)
-            current = frames[-1]
-            continue
         m = match_frame_line(line)
         if m:
             groups = m.groupdict()
@@ -105,49 +100,6 @@ def parse_frames(block: list[str]) -> list[Frame]:
 
 
 _CALL = lazy(r"([A-Za-z_]\w*)\(")
-
-# A call chain the reporter wrote out instead of the traceback ("train_ft.py:1208 _forward_backward_step ->
-# torch/_tensor.py:623 backward", "→ DistributedLogprob.forward → _compute_distributed_log_softmax
-# (model_utils.py:59)"): each link is a function, with its file where the link names one.
-_CHAIN_ARROW = lazy(r"\s*(?:->|→|⟶)\s*")
-_CHAIN_LINK = lazy(
-    r"^(?:(?P<path>[\w./-]+\.py):\d+\s+(?P<func>[A-Za-z_][\w.]*)"
-    r"|(?P<func2>[A-Za-z_][\w.]*)(?:\(\))?(?:\s+\((?P<path2>[\w./-]+\.py):\d+[^)]*\))?)$"
-)
-
-
-def _telling_chain(chain: list[Frame]) -> list[Frame]:
-    """A written chain leaves out the frames between its links, so it counts only where a link names what ran
-    (a set-up, evaluation or save, a loss, a rollout): a bare forward or backward link could hide anything."""
-    if not chain:
-        return []
-    t = tables()
-    roles = {rule.role for rule in (_classify(f, t) for f in chain) if rule is not None}
-    return chain if roles & _CHAIN_TELLING_ROLES else []
-
-
-_CHAIN_TELLING_ROLES = frozenset({"context", "loss", "rollout", "after_step"})
-
-
-def chain_frames(line: str) -> list[Frame]:
-    """The frames of a call chain written with arrows on one line (two links at least, or a line that goes on
-    one above it: "  → f → g"); none when the line is not such a chain."""
-    if "->" not in line and "→" not in line and "⟶" not in line:
-        return []
-    parts = [p.strip() for p in _CHAIN_ARROW.split(line.strip())]
-    continued = not parts[0]
-    links = [p for p in parts if p]
-    if len(parts) < 2 or (len(links) < 2 and not continued):
-        return []
-    frames: list[Frame] = []
-    for link in links:
-        m = _CHAIN_LINK.match(link)
-        if m is None:
-            return []
-        func = m.group("func") or m.group("func2")
-        path = m.group("path") or m.group("path2")
-        frames.append(Frame(path, func.rsplit(".", 1)[-1]))
-    return frames
 
 
 def _logits_call(code: str) -> str | None:

@@ -1245,9 +1245,7 @@ def _is_mention(form: OomForm, text: str) -> bool:
     """A GPU OOM's words inside a sentence ("I met the `CUDA out of memory` problem", "CI often fails with
     torch.OutOfMemoryError: CUDA out of memory: https://..."): three or more words before them, none of them
     an error line's (FAILED, ERROR, an exception name), and no numbers. It counts as the failure only until
-    the message itself or its traceback comes. A form of the reporter's own words (``prose``) is always one."""
-    if form.prose:
-        return True
+    the message itself or its traceback comes."""
     if form.ran_out_of != "gpu" or "Tried to allocate" in text or "total capac" in text:
         return False
     m = _OOM_WORDS.search(text)

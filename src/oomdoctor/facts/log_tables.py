@@ -25,7 +25,6 @@ class OomForm:
     pattern: re.Pattern[str]
     hints: tuple[str, ...]
     only_without_error: bool = False
-    prose: bool = False  # the reporter's own words for the failure: a mention until the message itself comes
 
 
 @record(frozen=True)
@@ -224,7 +223,6 @@ def _oom_forms(raw: dict[str, Any]) -> tuple[OomForm, ...]:
             pattern=lazy(f["pattern"]),
             hints=tuple(f["hint"]),
             only_without_error=bool(f.get("only_without_error", False)),
-            prose=bool(f.get("prose", False)),
         )
         for f in raw["oom_forms"]
     )
