@@ -50,3 +50,15 @@ def test_the_log_reader_keeps_the_cut_number_of_the_last_line() -> None:
         + " of which 301.38 MiB is free. Including non-PyTorch memory, this process has 44.05 GiB\n"
     )
     assert f.oom and f.process_in_use_mib == 45107.2
+
+
+def test_a_message_cut_inside_a_word_after_its_last_number_keeps_that_number() -> None:
+    # ms-swift (a real public thread): the stored message ends inside "22.25 GiB i[s free]"
+    head = (
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 34.83 GiB. GPU 0 has a total "
+        "capacity of 44.55 GiB of which 22.25 GiB i"
+    )
+    assert parse_oom_numbers(head).free_mib == 22784.0
+    assert parse_oom_numbers(HEAD + " this process has 39.28 GiB memo").process_in_use_mib == 40222.72
+    # a word that is not the start of the sentence's words leaves it unread
+    assert parse_oom_numbers(HEAD + " of which 22.25 GiB x").free_mib is None

@@ -15,7 +15,19 @@ from oomdoctor.facts.types import PHASES
 RAW = tables().raw
 FORM_EXAMPLES = [(f["kind"], e) for f in RAW["oom_forms"] for e in f.get("examples", [])]
 MARKER_EXAMPLES = [
-    (m.get("context") or ("setup" if m.get("setup") else "launch" if m.get("launch") else "sharding"), e)
+    (
+        m.get("context")
+        or (
+            "setup"
+            if m.get("setup")
+            else "launch"
+            if m.get("launch")
+            else "resume"
+            if m.get("resume")
+            else "sharding"
+        ),
+        e,
+    )
     for m in RAW["markers"]
     for e in m.get("examples", [])
 ]
@@ -48,6 +60,8 @@ def test_marker_example_sets_its_context(context: str, line: str) -> None:
         assert run.setup_seen
     elif context == "launch":
         assert run.launched and run.snap.context is None
+    elif context == "resume":
+        assert run.resumed and run.snap.context is None
     elif context == "sharding":
         assert run.fsdp_seen and run.snap.context is None
     else:

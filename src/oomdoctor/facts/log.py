@@ -489,6 +489,8 @@ def _banner_facts(f: LogFacts, run: Run) -> None:
     f.stopped_on_warning = run.snap.context_warned
     f.fsdp_seen = run.fsdp_seen
     f.launched = run.launched
+    f.export = run.snap.export
+    f.resumed = run.resumed
     f.host_ram_percent, f.host_ram_used_gib = run.host_ram_percent, run.host_ram_used_gib
     f.data_parallel, f.data_parallel_gpus = run.data_parallel, run.data_parallel_gpus
     f.warnings = list(run.warnings)

@@ -127,10 +127,18 @@ def parse_oom_numbers(text: str) -> OomNumbers:
 # A message cut short (a copy, a terminal's scrollback, a web page's excerpt) ends right after a number whose
 # words are gone: "... this process has 39.28 GiB", "... of which 7.31 GiB". The number before the cut is still
 # what its sentence states; read it when the words that lead to it are whole.
+def _cut_words(words: str) -> str:
+    """A regex for any start of ``words`` (a message may be cut inside a word: "22.25 GiB i[s free]")."""
+    out = ""
+    for ch in reversed(words):
+        out = f"(?:{ch}{out})?"  # letters and spaces only: nothing to escape
+    return out
+
+
 _CUT_TAILS: tuple[tuple[str, str], ...] = (
-    ("free_mib", r"of which " + _SIZE + r"(?: is)?"),
-    ("process_in_use_mib", r"this process has " + _SIZE + r"(?: memory(?: in)?)?"),
-    ("allocated_mib", r"Of the allocated memory " + _SIZE + r"(?: is(?: allocated(?: by)?)?)?"),
+    ("free_mib", r"of which " + _SIZE + _cut_words(" is free")),
+    ("process_in_use_mib", r"this process has " + _SIZE + _cut_words(" memory in use")),
+    ("allocated_mib", r"Of the allocated memory " + _SIZE + _cut_words(" is allocated by PyTorch")),
     ("allocated_mib", _SIZE + r" already"),
 )
 

@@ -156,7 +156,11 @@ def _classify(frame: Frame, t: Tables) -> FrameRule | CodeRule | None:
     if frame.code:
         by_code = next((r for r in t.code if any(c in frame.code for c in r.contains)), None)
     if by_function is None or (
-        by_code is not None and _ROLE_RANK[by_code.role] > _ROLE_RANK[by_function.role]
+        by_code is not None
+        and (
+            _ROLE_RANK[by_code.role] > _ROLE_RANK[by_function.role]
+            or (isinstance(by_code, CodeRule) and by_code.over_frame)
+        )
     ):
         return by_code
     return by_function
@@ -497,6 +501,11 @@ class _Decision:
             # mapping a library (an import) or a weights file into memory: the start of the run, loading
             self._set("load", "high")
             ev.append(text("log_ev_mmap_at_start"))
+        elif ctx == "after_load" and snap.export and not self.any_steps and not snap.training_started:
+            # an export with its model loaded: what it does next is the merge or quantization and the write
+            self._set("save", "high")
+            self._marker_evidence()
+            ev.append(text("log_ev_export_after_load"))
         elif ctx == "after_load" and not self.any_steps and not snap.training_started:
             # the model had finished loading and nothing later says what ran: not the load; asked
             self._marker_evidence()

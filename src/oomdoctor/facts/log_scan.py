@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from oomdoctor.facts import launcher
 from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
+from oomdoctor.facts.log_message_context import message_context
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
 from oomdoctor.facts.log_text import split_prefix, strip_ansi
@@ -185,6 +186,8 @@ class Snapshot:
     eval_started: bool = False  # an evaluation began after training had started
     weights_loaded: bool = False
     elided: bool = False  # the excerpt left lines out ("[...]") before any sign of training
+    # an export's command was seen (marker ``export``): the run merges or quantizes, it trains nothing
+    export: bool = False
 
 
 @record
@@ -247,6 +250,7 @@ class Run:
     other_error: str | None = None
     setup_seen: bool = False
     launched: bool = False  # a launcher's own line: it started the run's processes (marker ``launch``)
+    resumed: bool = False  # a line says the run resumes from a checkpoint (marker ``resume``)
     host_ram_percent: float | None = None  # the last host RAM report's share (facts/log_host_report.py)
     host_ram_used_gib: float | None = None
     data_parallel: bool = False  # the run trains on torch.nn.DataParallel (facts/log_data_parallel.py)
@@ -463,6 +467,9 @@ class LogScanner:
         failure = run.failure
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1
+            if _said_where(failure, text):
+                failure.message = failure.message + " " + text.strip()
+                return True
             if failure.message.rstrip().endswith(":") and "out of memory" in text:
                 # the header alone on its line ("torch.OutOfMemoryError:"), then its words
                 failure.message = failure.message.rstrip() + " " + text.strip()
@@ -944,6 +951,11 @@ class LogScanner:
             if marker.launch:
                 run.launched = True
                 continue
+            if marker.resume:
+                run.resumed = True
+                continue
+            if marker.export:
+                snap.export = True
             if marker.context is None and not marker.setup:
                 continue  # it only shows what shards the run
             if marker.setup:
@@ -1086,6 +1098,7 @@ class LogScanner:
             after_seq=run.tracebacks_opened,
             mention=mention,
         )
+        _said_where(run.failure, text)
         if current is not None and current.kind == "killed" and current.line:
             self._warn(current.line)
 
@@ -1215,6 +1228,17 @@ def _steps_done(groups: dict[str, str | None]) -> int | None:
         return _int(str(groups["n"]))
     index = _int(str(groups["n0"])) if groups.get("n0") is not None else None
     return None if index is None else index + 1
+
+
+def _said_where(failure: Failure, text: str) -> bool:
+    """The OOM message's own words on where it happened (its line, or a line continuing it) set the failure's
+    context, as a marker before it would; True when they did."""
+    said = message_context(text)
+    if said is None:
+        return False
+    failure.snapshot.context, failure.snapshot.context_why = said
+    failure.snapshot.context_line = text.strip()[:200]
+    return True
 
 
 def _is_mention(form: OomForm, text: str) -> bool:

@@ -55,6 +55,9 @@ class CodeRule:
     contains: tuple[str, ...]
     why: Text
     setup_step: str | None = None
+    # the line calls a set-up step of its own inside a frame that is set-up too (DeepSpeed's engine __init__
+    # calling _configure_distributed_model): the called step says what was allocated, over the frame's function
+    over_frame: bool = False
 
 
 @record(frozen=True)
@@ -76,6 +79,11 @@ class Marker:
     # the bare progress bars that follow the line are that phase's own (an export merging layer after layer),
     # not training steps
     owns_bars: bool = False
+    # the line is an export's command (LLaMA-Factory's export, ms-swift's merge): the run loads a model to merge or
+    # quantize it and write a copy; it trains nothing
+    export: bool = False
+    # the line says the run resumes from a checkpoint (its weights and optimizer state read back before a step)
+    resume: bool = False
     hints: tuple[str, ...] = ()  # plain substrings one of which every line it matches holds (none: not said)
 
     def may_match(self, text: str) -> bool:
@@ -181,6 +189,7 @@ def tables() -> Tables:
                 contains=tuple(c["contains"]),
                 why=_why(c),
                 setup_step=c.get("setup_step"),
+                over_frame=bool(c.get("over_frame", False)),
             )
             for c in raw["code"]
         ),
@@ -246,6 +255,8 @@ def _markers(raw: dict[str, Any]) -> tuple[Marker, ...]:
             in_step=bool(m.get("in_step", False)),
             launch=bool(m.get("launch", False)),
             owns_bars=bool(m.get("owns_bars", False)),
+            export=bool(m.get("export", False)),
+            resume=bool(m.get("resume", False)),
             hints=tuple(m.get("hint") or ()),
         )
         for m in raw["markers"]

@@ -203,6 +203,12 @@ class LogFacts:
     stopped_on_warning: bool = False
     fsdp_seen: bool = False  # a line shows FSDP sharding the run (its state-dict warnings, its class name)
     launched: bool = False  # a launcher's own line (DeepSpeed's runner / launch.py): the run was started
+    # an export's command (llamafactory-cli export, export_model.py, swift export): the run merges an adapter or
+    # quantizes the model and writes the copy; it trains nothing
+    export: bool = False
+    # a line says the run resumes from a checkpoint (the Trainer's "Continuing training from checkpoint", the
+    # reporter's "resume training from a checkpoint"): what it reads back may sit on the card before the first step
+    resumed: bool = False
     # the host's RAM in use at the last report the run printed (DeepSpeed's "CPU Virtual Memory: used = X GB,
     # percent = Y%"; facts/log_host_report.py)
     host_ram_percent: float | None = None
