@@ -34,15 +34,17 @@ SEEN = [
 # numbers 27/27, first proposal of the thread's kind 8/22; after answering from the thread: right 10, asked 9, wrong 3.
 # real_round8_other.yaml (r8oth, 32 cases, set 8): right 7, asked 25, wrong 0, numbers 47/48, first proposal of the
 # thread's kind 9/32; after answering from the thread: right 24, asked 5, wrong 3.
+# Raised after this session's work (main de0af38; fix9a/fix9b never saw round 8, fix10a/fix10b worked from it): lf
+# right 8, wrong 3 (after answers 12 / 3); other right 9, wrong 0, numbers 48/48 (after answers 26 / 1).
 FLOORS: dict[str, tuple[int, int, int, int]] = {
-    "real_round8_lf.yaml": (6, 3, 27, 8),
-    "real_round8_other.yaml": (7, 0, 47, 9),
+    "real_round8_lf.yaml": (8, 3, 27, 9),
+    "real_round8_other.yaml": (9, 0, 48, 11),
 }
 # After answering the questions the tool asks from the thread: file -> (right at least, wrong at most). BEFORE
 # (3c20c8f): lf 10 / 3, other 24 / 3.
 AFTER_ANSWERS_FLOORS: dict[str, tuple[int, int]] = {
-    "real_round8_lf.yaml": (10, 3),
-    "real_round8_other.yaml": (24, 3),
+    "real_round8_lf.yaml": (12, 3),
+    "real_round8_other.yaml": (26, 1),
 }
 MIN_CASES = 20
 MIN_NEGATIVE_CONTROLS = 2
