@@ -97,7 +97,13 @@ def answered_diagnosis(case: dict[str, Any], first: Any) -> tuple[Any, dict[str,
     given: dict[str, str] = {}
     diagnosis = first
     for _ in range(ANSWER_ROUNDS):
-        new = {q.key: known[q.key] for q in diagnosis.questions if q.key in known and q.key not in given}
+        new = {
+            q.key: known[q.key]
+            for q in diagnosis.questions
+            # only a value the question offers: the user picks among its answers (a world size below the ranks
+            # a log numbers is not offered)
+            if q.key in known and q.key not in given and known[q.key] in {a.value for a in q.answers}
+        }
         if not new:
             break
         given.update(new)
