@@ -14,7 +14,6 @@ from collections.abc import Iterable
 
 from oomdoctor.facts import launcher
 from oomdoctor.facts.log_bar import MAX_COUNT_DIGITS, find_bar
-from oomdoctor.facts.log_message_context import message_context
 from oomdoctor.facts.log_oom import first_message
 from oomdoctor.facts.log_tables import OomForm, Tables, tables
 from oomdoctor.facts.log_text import split_prefix, strip_ansi
@@ -467,9 +466,6 @@ class LogScanner:
         failure = run.failure
         if failure is not None and failure.pending_lines and key == failure.key:
             failure.pending_lines -= 1
-            if _said_where(failure, text):
-                failure.message = failure.message + " " + text.strip()
-                return True
             if failure.message.rstrip().endswith(":") and "out of memory" in text:
                 # the header alone on its line ("torch.OutOfMemoryError:"), then its words
                 failure.message = failure.message.rstrip() + " " + text.strip()
@@ -1098,7 +1094,6 @@ class LogScanner:
             after_seq=run.tracebacks_opened,
             mention=mention,
         )
-        _said_where(run.failure, text)
         if current is not None and current.kind == "killed" and current.line:
             self._warn(current.line)
 
@@ -1228,17 +1223,6 @@ def _steps_done(groups: dict[str, str | None]) -> int | None:
         return _int(str(groups["n"]))
     index = _int(str(groups["n0"])) if groups.get("n0") is not None else None
     return None if index is None else index + 1
-
-
-def _said_where(failure: Failure, text: str) -> bool:
-    """The OOM message's own words on where it happened (its line, or a line continuing it) set the failure's
-    context, as a marker before it would; True when they did."""
-    said = message_context(text)
-    if said is None:
-        return False
-    failure.snapshot.context, failure.snapshot.context_why = said
-    failure.snapshot.context_line = text.strip()[:200]
-    return True
 
 
 def _is_mention(form: OomForm, text: str) -> bool:
