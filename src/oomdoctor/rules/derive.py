@@ -707,8 +707,7 @@ NOT_A_CHECKPOINT = frozenset({"false", "none", "null", "no"})
 
 
 def _resumes(facts: Facts) -> bool | None:
-    """See ``Derived.resumes``: the config's own resume_from_checkpoint settles it, or the trainer's own line that
-    it resumes (``log.resumed``: "Continuing training from checkpoint"); else the user's answer."""
+    """See ``Derived.resumes``: the config's own resume_from_checkpoint settles it; else the user's answer."""
     from oomdoctor.facts.config import setting
 
     config = facts.config
@@ -716,8 +715,6 @@ def _resumes(facts: Facts) -> bool | None:
     if value is True or (
         isinstance(value, str) and value.strip() and value.strip().lower() not in NOT_A_CHECKPOINT
     ):
-        return True
-    if facts.log is not None and facts.log.resumed:
         return True
     return yes_no(facts.answers.get("resumed"))
 
