@@ -34,16 +34,17 @@ SEEN = [
 # real_round7_other.yaml (r7oth, 29 cases, set 7): right 4, asked 18, wrong 7, numbers 57/59, first proposal of the
 # thread's kind 7/29; after answering from the thread: right 8, asked 11, wrong 10.
 # Raised after this session's work (main de0af38; fix8 never saw round 7, fix9a/fix9b worked from it): lf right 10,
-# wrong 0 (after answers 19 / 0); other right 9, wrong 1, numbers 59/59 (after answers 16 / 1).
+# wrong 0 (after answers 19 / 0); other right 8, wrong 2, numbers 59/59 (after answers 14 / 2): two readings of
+# words no program prints (a reporter's sentence about Ray's threshold, a line only one thread shows) were taken out.
 FLOORS: dict[str, tuple[int, int, int, int]] = {
     "real_round7_lf.yaml": (10, 0, 15, 10),
-    "real_round7_other.yaml": (9, 1, 59, 11),
+    "real_round7_other.yaml": (8, 2, 59, 11),
 }
 # After answering the questions the tool asks from the thread: file -> (right at least, wrong at most). BEFORE
 # (4b38dae): lf 16 / 2, other 8 / 10.
 AFTER_ANSWERS_FLOORS: dict[str, tuple[int, int]] = {
     "real_round7_lf.yaml": (19, 0),
-    "real_round7_other.yaml": (16, 1),
+    "real_round7_other.yaml": (14, 2),
 }
 MIN_CASES = 20
 MIN_NEGATIVE_CONTROLS = 2

@@ -4,6 +4,8 @@ one after its shards are all read is the merge-and-write, a save. Excerpts from 
 
 from __future__ import annotations
 
+import pytest
+
 from oomdoctor.facts.log import parse_log_text
 
 LF_EXPORT = "\n".join(
@@ -56,3 +58,15 @@ def test_a_training_run_whose_shards_are_read_is_no_export_and_its_phase_is_aske
 def test_llamafactory_cli_export_is_an_export() -> None:
     f = parse_log_text("llamafactory-cli export examples/merge_lora/llama3_lora_sft.yaml\n")
     assert f.export and not f.oom
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "I ran swift export and it crashed with an error",
+        "after llamafactory-cli export finished I tried again",
+        "export_model.py is the script I used",
+    ],
+)
+def test_a_sentence_that_names_an_export_command_is_not_an_export(sentence: str) -> None:
+    assert not parse_log_text(sentence + "\n").export

@@ -79,3 +79,7 @@ def test_nemo_rls_loss_frames_are_the_steps_loss_over_the_logits() -> None:
     f = parse_log_text(log + "\n")
     assert f.oom and f.phase == "first_batch"
     assert "_compute_distributed_log_softmax" in f.frames
+
+
+def test_a_sentence_with_the_words_allocation_on_device_is_no_oom() -> None:
+    assert not parse_log_text("Allocation on device memory is handled by the caching allocator\n").oom

@@ -1,6 +1,7 @@
 """Ray's memory monitor in its other words (facts/log_markers.yaml, oom_forms "added by fix9a"): its threshold
-clause in a copy cut before "Memory on the node", the exit type of the worker it killed, and a report saying the
-node reached that threshold: host RAM, whose phase is asked when nothing else tells it."""
+clause in a copy cut before "Memory on the node" and the exit type of the worker it killed are host RAM, whose
+phase is asked when nothing else tells it. A person's sentence about the node reaching a threshold is no line Ray
+prints, and is not read as one."""
 
 from __future__ import annotations
 
@@ -27,14 +28,18 @@ EXIT_TYPE = (
 )
 
 
-@pytest.mark.parametrize("text", [REPORTED, CUT_THRESHOLD, EXIT_TYPE])
+@pytest.mark.parametrize("text", [CUT_THRESHOLD, EXIT_TYPE])
 def test_the_memory_monitors_other_words_are_host_ram(text: str) -> None:
     log = parse_log_text(text)
     assert log.oom and log.ran_out_of == "host"
 
 
+def test_a_reporters_sentence_about_the_threshold_is_not_read_as_rays_line() -> None:
+    assert not parse_log_text(REPORTED).oom
+
+
 def test_with_nothing_that_places_it_the_phase_is_asked_not_said() -> None:
-    diagnosis = diagnose(facts_of(log=parse_log_text(REPORTED)))
+    diagnosis = diagnose(facts_of(log=parse_log_text(CUT_THRESHOLD)))
     assert diagnosis.phase == "unknown" and diagnosis.cause == "host_ram"
     assert any(q.key == "phase" for q in diagnosis.questions)
 
