@@ -39,7 +39,6 @@ CAUSE_TIER = 2
 # answers would multiply every other question's what-ifs, and a size is worth asking only for what it changes
 # itself.
 NEVER_BESIDE: frozenset[str] = frozenset({"card_gb", "world_size"})
-# What shards a run's state over its processes, so that the world size changes what each card holds.
 
 # An answer to the key settles these facts too (a phase past loading means the weights loaded; a run that
 # resumed from a checkpoint is a training, derived.run_kind).

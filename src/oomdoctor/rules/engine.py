@@ -44,7 +44,6 @@ __all__ = [
     "ESTIMATE_PHASE",
 ]
 
-# The phases whose peak the micro-batch sets, where the estimate's largest term names the cause.
 # When no node proposes anything, the phase alone says what most likely filled the memory.
 CAUSE_BY_PHASE: dict[str, str] = {
     "load": "weights",

@@ -26,7 +26,6 @@ Producer = Callable[[Facts], list[Finding]]
 
 # A reserved-but-unallocated block is worth a line from this share of the request on.
 FRAGMENTATION_FINDING_SHARE = 0.5
-# Phases where the micro-batch sets the peak, so "the largest micro-batch that fits" is worth saying.
 
 
 def finding(fid: str, severity: str = "info", /, **fields: Any) -> list[Finding]:
