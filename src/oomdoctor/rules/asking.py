@@ -4,14 +4,13 @@ most decisive first; and the check that the user's answers are ones the question
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
 
 from oomdoctor.diagnosis import Answer, Question
 from oomdoctor.errors import BadInput
 from oomdoctor.i18n import msg
 from oomdoctor.rules.facts import Facts
 from oomdoctor.rules.loader import LoadedNode, RuleSet
-from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question, offered, tried
+from oomdoctor.rules.questions import BUILTIN_QUESTIONS, builtin_question, offered, said_no_oom, tried
 from oomdoctor.rules.walk import Walk, top_rule, walk_rules
 
 # Questions go out one tier at a time, the most decisive first: which memory ran out (the GPU's or the
@@ -45,8 +44,17 @@ NEVER_BESIDE: frozenset[str] = frozenset({"card_gb", "world_size"})
 SETTLED_BY: dict[str, tuple[str, ...]] = {"phase": ("weights_loaded",), "resumed": ("run_kind",)}
 
 
-def check_answers(answers: Mapping[str, str], rules: RuleSet) -> None:
-    """Unknown question or value -> BadInput naming what is allowed."""
+def oom_line_shown(facts: Facts) -> bool:
+    """A line of the log shows an OOM: then "it did not run out of memory" is no answer to the memory kind."""
+    return facts.log is not None and facts.log.oom
+
+
+def check_answers(facts: Facts, rules: RuleSet) -> None:
+    """Unknown question or value -> BadInput naming what is allowed; ``memory_kind=none`` beside an OOM line too
+    (it is offered only where no line shows one)."""
+    answers = facts.answers
+    if said_no_oom(answers) and oom_line_shown(facts):
+        raise BadInput(msg("no_oom_beside_oom_line", None))
     for key, value in answers.items():
         spec = rules.questions.get(key)
         if spec is None:
@@ -91,8 +99,9 @@ def _question_for(loaded: LoadedNode) -> Question:
 
 def _builtin_question(facts: Facts, key: str, asked_by: str) -> Question:
     """The built-in question ``key``, its world sizes only those a rank number seen leaves possible."""
-    oom_seen = facts.log is not None and facts.log.oom
-    return builtin_question(key, asked_by, at_least=facts.derived.processes_at_least, oom_seen=oom_seen)
+    return builtin_question(
+        key, asked_by, at_least=facts.derived.processes_at_least, oom_seen=oom_line_shown(facts)
+    )
 
 
 def world_size_question_for(facts: Facts, questions: list[Question]) -> list[Question]:

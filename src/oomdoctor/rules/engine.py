@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from oomdoctor.diagnosis import Diagnosis, Finding, Proposal, Question
-from oomdoctor.errors import BadInput
 from oomdoctor.facts.account import account_json, account_of
 from oomdoctor.facts.types import to_jsonable
-from oomdoctor.i18n import both, msg
+from oomdoctor.i18n import both
 from oomdoctor.rules.asking import (
     QUESTION_TIERS,
     check_answers,
@@ -76,10 +75,8 @@ SUMMARY_CONFIG_FIELDS = (
 def diagnose(facts: Facts, rules: RuleSet | None = None) -> Diagnosis:
     """Locate the OOM and propose one change (the lowest-ranked matching node), with alternatives."""
     rules = rules if rules is not None else load_rules()
-    check_answers(facts.answers, rules)
+    check_answers(facts, rules)
     no_oom_said = said_no_oom(facts.answers)
-    if no_oom_said and facts.log is not None and facts.log.oom:  # "none" is offered only beside no OOM line
-        raise BadInput(msg("no_oom_beside_oom_line", None))
     findings = fact_findings(facts)
     unsaid = error_line_missing(facts) or facts.derived.log_stop is not None
     if not facts.derived.oom and not no_oom_said and unsaid:
