@@ -695,6 +695,7 @@ def _with_phase(facts: Facts, phase: str, phase_source: str, weights_loaded: boo
         precision_stated=_precision_stated(config),
         fixed_cause=_fixed_cause(phase, finetuning_type, log.setup_step if log is not None else None),
         resumes=_resumes(facts),
+        creates_optimizer_state=_creates_optimizer_state(phase, log),
         frames_seen=bool(log is not None and log.frames),
         run_kind=_run_kind(facts),
         log_stop=stop.where if stop is not None else None,

@@ -248,6 +248,11 @@ class Derived:
         "true), else the user's answer to resumed; None when neither says (LLaMA-Factory may also resume on "
         "its own from a checkpoint in output_dir)"
     )
+    creates_optimizer_state: bool = _fact(
+        "it ran out where the optimizer's state is made or updated: the optimizer step, or the set-up that creates "
+        "the optimizer's partitions and states at loading (log.setup_step optimizer_init)",
+        False,
+    )
     frames_seen: bool = _fact(
         "the log shows frames of the failure's traceback (False: no log, or only an error line without frames)",
         False,
