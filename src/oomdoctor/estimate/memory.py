@@ -71,6 +71,12 @@ def constants() -> dict[str, Any]:
     return load_data_mapping(_MODEL_PATH)
 
 
+def liger_fuses_loss(stage: str | None) -> bool:
+    """LLaMA-Factory lets Liger fuse this stage's loss (``liger_fused_loss_stages``): pt and sft; for the others
+    it passes require_logits and the trainer builds the full logits."""
+    return (stage or "sft").lower() in constants()["liger_fused_loss_stages"]
+
+
 def round_up(value: int, multiple: int) -> int:
     return int(math.ceil(value / multiple) * multiple)
 
@@ -601,7 +607,7 @@ def _activations(st: _Setting, lengths: _Lengths, trainable_set: set[str]) -> _A
         stored_b *= 2 if act_bytes == 4 else 1
     else:
         stored_b = layer_b * s.layers
-    if config.enable_liger_kernel and st.stage in k["liger_fused_loss_stages"]:
+    if config.enable_liger_kernel and liger_fuses_loss(st.stage):
         loss_b = float(k["liger_bytes_per_token_hidden"]) * s.hidden * lengths.tokens
         st.notes.add("est_note_liger")
     else:

@@ -579,6 +579,13 @@ def _finetuning_type(facts: Facts, phase: str) -> str | None:
     return config.finetuning_type if config is not None else None
 
 
+def _liger_fuses_loss(config: ConfigFacts | None) -> bool | None:
+    """See ``Derived.liger_fuses_loss``: the estimate's own list of the stages Liger fuses."""
+    from oomdoctor.estimate.memory import liger_fuses_loss
+
+    return liger_fuses_loss(config.stage) if config is not None else None
+
+
 def _creates_optimizer_state(phase: str, log: LogFacts | None) -> bool:
     """It ran out where the optimizer's state is made or updated: the optimizer step, or the set-up that
     creates the optimizer's partitions and states at load (``log.setup_step`` optimizer_init)."""
@@ -696,6 +703,7 @@ def _with_phase(facts: Facts, phase: str, phase_source: str, weights_loaded: boo
         fixed_cause=_fixed_cause(phase, finetuning_type, log.setup_step if log is not None else None),
         resumes=_resumes(facts),
         creates_optimizer_state=_creates_optimizer_state(phase, log),
+        liger_fuses_loss=_liger_fuses_loss(config),
         frames_seen=bool(log is not None and log.frames),
         run_kind=_run_kind(facts),
         log_stop=stop.where if stop is not None else None,

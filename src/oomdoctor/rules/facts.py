@@ -248,6 +248,11 @@ class Derived:
         "true), else the user's answer to resumed; None when neither says (LLaMA-Factory may also resume on "
         "its own from a checkpoint in output_dir)"
     )
+    liger_fuses_loss: bool | None = _fact(
+        "LLaMA-Factory would let Liger fuse this run's loss (its stage is pt or sft: the estimate's "
+        "liger_fused_loss_stages); False for dpo/kto/ppo/rm, whose trainer builds the full logits; None without "
+        "a config"
+    )
     creates_optimizer_state: bool = _fact(
         "it ran out where the optimizer's state is made or updated: the optimizer step, or the set-up that creates "
         "the optimizer's partitions and states at loading (log.setup_step optimizer_init)",
