@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from oomdoctor.datafiles import load_data_file
-from oomdoctor.facts.log_tables import MARKERS_FILE
+from oomdoctor.facts.log_tables import markers_raw
 
 
 @lru_cache(maxsize=1)
 def _tables() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    raw = load_data_file(MARKERS_FILE)
+    raw = markers_raw()
     return tuple(raw.get("child_failure_errors") or ()), tuple(raw.get("launcher_frame_files") or ())
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from oomdoctor.datafiles import load_data_file
-from oomdoctor.facts.log_tables import MARKERS_FILE
+from oomdoctor.facts.log_tables import markers_raw
 from oomdoctor.lazyre import lazy
 from oomdoctor.records import record
 
@@ -32,7 +31,7 @@ class DataParallelLine:
 
 @lru_cache(maxsize=1)
 def _patterns() -> tuple[re.Pattern[str], ...]:
-    raw = load_data_file(MARKERS_FILE)
+    raw = markers_raw()
     return tuple(lazy(entry["pattern"]) for entry in raw.get("data_parallel_lines") or ())
 
 

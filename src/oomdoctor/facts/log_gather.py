@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Protocol
 
-from oomdoctor.datafiles import load_data_file
-from oomdoctor.facts.log_tables import MARKERS_FILE
+from oomdoctor.facts.log_tables import markers_raw
 from oomdoctor.lazyre import lazy
 
 _CALL = lazy(r"([A-Za-z_]\w*)\(")
@@ -27,7 +26,7 @@ class _Frame(Protocol):
 
 @lru_cache(maxsize=1)
 def whole_model_gathers() -> frozenset[str]:
-    return frozenset(load_data_file(MARKERS_FILE).get("whole_model_gathers") or ())
+    return frozenset(markers_raw().get("whole_model_gathers") or ())
 
 
 def whole_model_gather(frames: Sequence[_Frame]) -> str | None:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from oomdoctor.datafiles import load_data_file
-from oomdoctor.facts.log_tables import MARKERS_FILE
+from oomdoctor.facts.log_tables import markers_raw
 from oomdoctor.lazyre import lazy
 from oomdoctor.records import record
 
@@ -29,14 +28,14 @@ class HostRamReport:
 
 @lru_cache(maxsize=1)
 def _patterns() -> tuple[re.Pattern[str], ...]:
-    raw = load_data_file(MARKERS_FILE)
+    raw = markers_raw()
     return tuple(lazy(entry["pattern"]) for entry in raw.get("host_ram_reports") or ())
 
 
 @lru_cache(maxsize=1)
 def full_percent() -> float:
     """The share of the host's RAM in use from which a report counts as the host being full."""
-    return float(load_data_file(MARKERS_FILE)["host_ram_full_percent"])
+    return float(markers_raw()["host_ram_full_percent"])
 
 
 def host_ram_report(line: str) -> HostRamReport | None:

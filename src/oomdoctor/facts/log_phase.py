@@ -120,10 +120,9 @@ _NOT_A_CALL = lazy(r"^(?:\d+\s|(?:async\s+)?def\s|class\s)")
 @lru_cache(maxsize=1)
 def step_forward_frames() -> frozenset[str]:
     """Forward frames that place a forward-only failure in the training step (log_markers.yaml)."""
-    from oomdoctor.datafiles import load_data_file
-    from oomdoctor.facts.log_tables import MARKERS_FILE
+    from oomdoctor.facts.log_tables import markers_raw
 
-    return frozenset(load_data_file(MARKERS_FILE).get("step_forward_frames") or ())
+    return frozenset(markers_raw().get("step_forward_frames") or ())
 
 
 def _message_cut(message: str) -> bool:
@@ -134,10 +133,9 @@ def _message_cut(message: str) -> bool:
 @lru_cache(maxsize=1)
 def outer_loop_frames() -> frozenset[str]:
     """A trainer's outer loop functions, which allocate nothing themselves (log_markers.yaml)."""
-    from oomdoctor.datafiles import load_data_file
-    from oomdoctor.facts.log_tables import MARKERS_FILE
+    from oomdoctor.facts.log_tables import markers_raw
 
-    return frozenset(load_data_file(MARKERS_FILE).get("outer_loop_frames") or ())
+    return frozenset(markers_raw().get("outer_loop_frames") or ())
 
 
 # "rollout": an RL trainer generating inside its training step (a `generate` below it is not an evaluation).

@@ -170,9 +170,17 @@ def _any_of(patterns: list[str]) -> re.Pattern[str]:
 
 
 @functools.lru_cache(maxsize=1)
+def markers_raw() -> dict[str, Any]:
+    """log_markers.yaml as parsed, read once per process: the tables below and the rarer readers' own sections
+    (log_child, log_gather, log_data_parallel, log_host_report) all take it from here."""
+    raw: dict[str, Any] = load_data_file(MARKERS_FILE)
+    return raw
+
+
+@functools.lru_cache(maxsize=1)
 def tables() -> Tables:
     """Load and compile log_markers.yaml (once per process)."""
-    raw = load_data_file(MARKERS_FILE)
+    raw = markers_raw()
     forms = _oom_forms(raw)
     # longest first; ties by text, so the pattern is the same text in every process (its compiled form is cached)
     hints = sorted({h for f in forms for h in f.hints}, key=lambda h: (-len(h), h))

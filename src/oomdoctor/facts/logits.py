@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from oomdoctor.datafiles import load_data_file
-from oomdoctor.facts.log_tables import MARKERS_FILE
+from oomdoctor.facts.log_tables import markers_raw
 
 INNERMOST_FRAMES = 5  # the allocation is in the last few frames; a loss call further out wraps a forward
 SIZE_TOLERANCE = 0.06  # the message rounds to two decimals; a shifted (length - 1) logits tensor is close too
@@ -24,7 +23,7 @@ PAIRED_STAGES = frozenset({"dpo", "kto"})  # LLaMA-Factory runs ORPO and SimPO a
 
 @lru_cache(maxsize=1)
 def logits_frames() -> frozenset[str]:
-    raw = load_data_file(MARKERS_FILE)
+    raw = markers_raw()
     return frozenset(raw.get("logits_frames") or ())
 
 

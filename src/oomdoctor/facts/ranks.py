@@ -15,8 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oomdoctor.datafiles import load_data_file
-from oomdoctor.facts.log_tables import MARKERS_FILE, tables
+from oomdoctor.facts.log_tables import markers_raw, tables
 from oomdoctor.facts.log_text import split_lines, split_prefix
 from oomdoctor.lazyre import lazy
 from oomdoctor.records import record
@@ -46,7 +45,7 @@ class RankReport:
 
 @lru_cache(maxsize=1)
 def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    raw = load_data_file(MARKERS_FILE)
+    raw = markers_raw()
     teardown = lazy("|".join(f"(?:{p})" for p in raw["teardown_lines"]))
     return teardown, lazy(raw["root_cause_header"]), lazy(raw["root_cause_rank"])
 
